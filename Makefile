@@ -1,0 +1,43 @@
+# Flotilla's routine acts. README and CI call these targets and nothing else.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+MODULES := events migrations harness services/scheduler services/rollout services/apply \
+           services/status services/fleetctl services/standalone e2e
+PKGS    := $(addprefix ./,$(addsuffix /...,$(MODULES)))
+GOTEST_FLAGS ?= -race -timeout 40m
+KUBE_BINS = $(shell bash hack/kube-bins.sh)
+
+.PHONY: help
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+.PHONY: deps
+deps: ## install what the tests and the quick start need (PostgreSQL from Debian packages)
+	@bash hack/deps.sh
+
+.PHONY: kube-bins
+kube-bins: ## build kube-apiserver, kube-controller-manager, kubectl and etcd into the cache (once)
+	@bash hack/kube-bins.sh >/dev/null
+
+.PHONY: test
+test: deps kube-bins ## unit and integration tests of every module, with the race detector
+	FLOTILLA_KUBE_BIN_DIR=$(KUBE_BINS) go test $(GOTEST_FLAGS) $(PKGS)
+
+.PHONY: e2e
+e2e: deps kube-bins ## end-to-end scenario tests (one per seed)
+	FLOTILLA_KUBE_BIN_DIR=$(KUBE_BINS) go test $(GOTEST_FLAGS) -v ./e2e/...
+
+.PHONY: bench
+bench: deps kube-bins ## benchmarks (Go benchmarks and programs under bench/)
+	FLOTILLA_KUBE_BIN_DIR=$(KUBE_BINS) go test -run '^$$' -bench . -benchmem $(PKGS)
+
+.PHONY: lint
+lint: ## go vet, gofmt and staticcheck on every module
+	go vet $(PKGS)
+	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	go run honnef.co/go/tools/cmd/staticcheck@2025.1.1 $(PKGS)
+
+.PHONY: run
+run: deps kube-bins ## the quick start: every service, embedded NATS, local PostgreSQL, 3 local members
+	FLOTILLA_KUBE_BIN_DIR=$(KUBE_BINS) go run ./services/standalone --local-members 3 --example

@@ -1,0 +1,3 @@
+module github.com/flotilla-dev/flotilla/e2e
+
+go 1.26.0

@@ -1,0 +1,102 @@
+package api
+
+import (
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// Default fills in the defaults of any typed object; other objects are left alone.
+func Default(obj Object) {
+	switch o := obj.(type) {
+	case *ClusterResourcePlacement:
+		SetDefaults(o)
+	case *MemberCluster:
+		SetMemberClusterDefaults(o)
+	}
+}
+
+// SetDefaults fills in the documented defaults of a ClusterResourcePlacement:
+// placementType PickAll, toleration operator Equal, topology spread maxSkew 1
+// and DoNotSchedule, strategy RollingUpdate with maxUnavailable and maxSurge 25%
+// and unavailablePeriodSeconds 60, apply strategy ClientSideApply,
+// PartialComparison, whenToApply Always and whenToTakeOver Always, delete
+// strategy Delete, and revisionHistoryLimit 10. Values already set are kept.
+func SetDefaults(p *ClusterResourcePlacement) {
+	spec := &p.Spec
+	if spec.Policy == nil {
+		spec.Policy = &PlacementPolicy{}
+	}
+	policy := spec.Policy
+	if policy.PlacementType == "" {
+		policy.PlacementType = PickAllPlacementType
+	}
+	for i := range policy.Tolerations {
+		if policy.Tolerations[i].Operator == "" {
+			policy.Tolerations[i].Operator = TolerationOpEqual
+		}
+	}
+	for i := range policy.TopologySpreadConstraints {
+		c := &policy.TopologySpreadConstraints[i]
+		if c.MaxSkew == nil {
+			c.MaxSkew = new(int32(1))
+		}
+		if c.WhenUnsatisfiable == "" {
+			c.WhenUnsatisfiable = DoNotSchedule
+		}
+	}
+
+	strategy := &spec.Strategy
+	if strategy.Type == "" {
+		strategy.Type = RollingUpdateRolloutStrategyType
+	}
+	if strategy.Type == RollingUpdateRolloutStrategyType {
+		if strategy.RollingUpdate == nil {
+			strategy.RollingUpdate = &RollingUpdateConfig{}
+		}
+		ru := strategy.RollingUpdate
+		if ru.MaxUnavailable == nil {
+			ru.MaxUnavailable = new(intstr.FromString(DefaultMaxUnavailable))
+		}
+		if ru.MaxSurge == nil {
+			ru.MaxSurge = new(intstr.FromString(DefaultMaxSurge))
+		}
+		if ru.UnavailablePeriodSeconds == nil {
+			ru.UnavailablePeriodSeconds = new(DefaultUnavailablePeriodSeconds)
+		}
+	}
+	if strategy.ApplyStrategy == nil {
+		strategy.ApplyStrategy = &ApplyStrategy{}
+	}
+	as := strategy.ApplyStrategy
+	if as.Type == "" {
+		as.Type = ApplyStrategyTypeClientSideApply
+	}
+	if as.ComparisonOption == "" {
+		as.ComparisonOption = ComparisonOptionTypePartialComparison
+	}
+	if as.WhenToApply == "" {
+		as.WhenToApply = WhenToApplyTypeAlways
+	}
+	if as.WhenToTakeOver == "" {
+		as.WhenToTakeOver = WhenToTakeOverTypeAlways
+	}
+	if as.Type == ApplyStrategyTypeServerSideApply && as.ServerSideApplyConfig == nil {
+		as.ServerSideApplyConfig = &ServerSideApplyConfig{}
+	}
+	if strategy.DeleteStrategy == nil {
+		strategy.DeleteStrategy = &DeleteStrategy{}
+	}
+	if strategy.DeleteStrategy.PropagationPolicy == "" {
+		strategy.DeleteStrategy.PropagationPolicy = DeletePropagationPolicyDelete
+	}
+
+	if spec.RevisionHistoryLimit == nil {
+		spec.RevisionHistoryLimit = new(DefaultRevisionHistoryLimit)
+	}
+}
+
+// SetMemberClusterDefaults sets heartbeatPeriodSeconds to 60 when unset.
+func SetMemberClusterDefaults(m *MemberCluster) {
+	if m.Spec.HeartbeatPeriodSeconds == 0 {
+		m.Spec.HeartbeatPeriodSeconds = DefaultHeartbeatPeriodSeconds
+	}
+}

@@ -1,0 +1,53 @@
+package api
+
+import "k8s.io/apimachinery/pkg/util/validation/field"
+
+// Member cluster limits.
+const (
+	MinHeartbeatPeriodSeconds = 1
+	MaxHeartbeatPeriodSeconds = 600
+	MaxTaints                 = 100
+)
+
+// ValidateMemberCluster checks a MemberCluster: its name, heartbeat period
+// (1-600 seconds; 0 means the default) and taints (a valid key, a valid value,
+// effect NoSchedule, no duplicates).
+func ValidateMemberCluster(m *MemberCluster) ErrorList {
+	var p problems
+	validateName(&p, m.Name, field.NewPath("metadata", "name"))
+	validateClusterScoped(&p, MemberClusterKind, m.Namespace)
+
+	spec := field.NewPath("spec")
+	if hb := m.Spec.HeartbeatPeriodSeconds; hb != 0 && (hb < MinHeartbeatPeriodSeconds || hb > MaxHeartbeatPeriodSeconds) {
+		p.add(ErrorTypeInvalid, spec.Child("heartbeatPeriodSeconds"), "must be between %d and %d seconds, not %d", MinHeartbeatPeriodSeconds, MaxHeartbeatPeriodSeconds, hb)
+	}
+	taints := spec.Child("taints")
+	if len(m.Spec.Taints) > MaxTaints {
+		p.add(ErrorTypeTooMany, taints, "at most %d taints are allowed, not %d", MaxTaints, len(m.Spec.Taints))
+	}
+	first := map[Taint]int{}
+	for i, t := range m.Spec.Taints {
+		tp := taints.Index(i)
+		if t.Key == "" {
+			p.add(ErrorTypeRequired, tp.Child("key"), "is required")
+		} else {
+			validateLabelKey(&p, t.Key, tp.Child("key"))
+		}
+		if t.Value != "" {
+			validateLabelValue(&p, t.Value, tp.Child("value"))
+		}
+		switch t.Effect {
+		case TaintEffectNoSchedule:
+		case "":
+			p.add(ErrorTypeRequired, tp.Child("effect"), "is required; the only effect is NoSchedule")
+		default:
+			p.add(ErrorTypeNotSupported, tp.Child("effect"), "%q is not supported; the only effect is NoSchedule", t.Effect)
+		}
+		if j, dup := first[t]; dup {
+			p.add(ErrorTypeDuplicate, tp, "repeats taints[%d]", j)
+			continue
+		}
+		first[t] = i
+	}
+	return withPlaceholders(p.list, m.Placeholders)
+}

@@ -1,0 +1,133 @@
+package bus_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/flotilla-dev/flotilla/events/bus"
+	"github.com/flotilla-dev/flotilla/harness/natsserver"
+)
+
+// checkFor polls f every step until it returns nil, failing the test with
+// f's last error after total.
+func checkFor(t testing.TB, total, step time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(total)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = f(); err == nil {
+			return
+		}
+		time.Sleep(step)
+	}
+	t.Fatalf("condition not met after %v: %v", total, err)
+}
+
+// eventually is checkFor with the timings every test here uses.
+func eventually(t testing.TB, f func() error) {
+	t.Helper()
+	checkFor(t, 15*time.Second, 20*time.Millisecond, f)
+}
+
+// startBus starts an embedded server with the topology in place.
+func startBus(t testing.TB, opts bus.TopologyOptions) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	_, nc := natsserver.StartT(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bus.EnsureTopology(t.Context(), js, opts); err != nil {
+		t.Fatal(err)
+	}
+	return nc, js
+}
+
+// consumeInBackground runs bus.Consume until the test ends and checks that it
+// then returns nil.
+func consumeInBackground(t *testing.T, js jetstream.JetStream, stream, consumer string, h bus.Handler, opts ...bus.Option) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	opts = append([]bus.Option{bus.WithLogger(testLogger(t))}, opts...)
+	go func() { done <- bus.Consume(ctx, js, stream, consumer, h, opts...) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Consume returned %v after its context ended, want nil", err)
+		}
+	})
+}
+
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// newEvent returns a valid event with JSON data.
+func newEvent(t testing.TB, id, typ string) event.Event {
+	t.Helper()
+	ev := event.New()
+	ev.SetID(id)
+	ev.SetSource("/flotilla/test")
+	ev.SetType(typ)
+	if err := ev.SetData(event.ApplicationJSON, map[string]string{"name": id}); err != nil {
+		t.Fatal(err)
+	}
+	return ev
+}
+
+// deadLetters returns the messages in the dead-letter stream.
+func deadLetters(t testing.TB, js jetstream.JetStream) []*jetstream.RawStreamMsg {
+	t.Helper()
+	s, err := js.Stream(t.Context(), bus.StreamDeadLetter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*jetstream.RawStreamMsg
+	for seq := info.State.FirstSeq; info.State.Msgs > 0 && seq <= info.State.LastSeq; seq++ {
+		m, err := s.GetMsg(t.Context(), seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// settled reports nil once the consumer has no message pending or awaiting
+// an ack: everything was acked or terminated.
+func settled(ctx context.Context, js jetstream.JetStream, stream, consumer string) error {
+	c, err := js.Consumer(ctx, stream, consumer)
+	if err != nil {
+		return err
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		return err
+	}
+	if info.NumPending != 0 || info.NumAckPending != 0 {
+		return fmt.Errorf("consumer %s: %d pending, %d awaiting ack", consumer, info.NumPending, info.NumAckPending)
+	}
+	return nil
+}
+
+func mustJSON(t testing.TB, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

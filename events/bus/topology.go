@@ -1,0 +1,246 @@
+package bus
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// This file is the only place streams and consumers are declared.
+
+// Stream names.
+const (
+	// StreamEvents holds the event history: placement, member, hub,
+	// scheduling, work status, rollout and status events.
+	StreamEvents = "EVENTS"
+	// StreamWork holds the desired state per (cluster, placement): only the
+	// last message per subject is kept.
+	StreamWork = "WORK"
+	// StreamDeadLetter holds messages consumers gave up on, with the reason.
+	StreamDeadLetter = "DEADLETTER"
+)
+
+// Durable consumer names on StreamEvents. Apply workers use ApplyConsumerName.
+const (
+	ConsumerScheduler = "scheduler"
+	ConsumerRollout   = "rollout"
+	ConsumerStatus    = "status" // every event: it writes the audit log
+)
+
+// Subject patterns of the streams.
+const (
+	SubjectsPlacement  = "flotilla.placement.>"
+	SubjectsMember     = "flotilla.member.>"
+	SubjectsHub        = "flotilla.hub.>"
+	SubjectsScheduling = "flotilla.scheduling.>"
+	SubjectsWorkStatus = "flotilla.workstatus.>"
+	SubjectsRollout    = "flotilla.rollout.>"
+	SubjectsStatus     = "flotilla.status.>"
+	SubjectsWork       = "flotilla.work.>"
+	SubjectsDeadLetter = "flotilla.deadletter.>"
+
+	// SubjectWorkPrefix is followed by <cluster>.<placement> (see WorkSubject).
+	SubjectWorkPrefix = "flotilla.work."
+	// SubjectDeadLetterPrefix is followed by the consumer name.
+	SubjectDeadLetterPrefix = "flotilla.deadletter."
+)
+
+// TopologyOptions tunes the topology. The zero value gives the defaults.
+type TopologyOptions struct {
+	// EventsMaxAge is how long StreamEvents keeps events. Default 7 days.
+	EventsMaxAge time.Duration
+	// DeadLetterMaxAge is how long StreamDeadLetter keeps messages. Default 30 days.
+	DeadLetterMaxAge time.Duration
+	// Duplicates is the window in which a repeated Nats-Msg-Id is dropped.
+	// Default 2 minutes.
+	Duplicates time.Duration
+	// Storage of all streams. Default file storage.
+	Storage jetstream.StorageType
+	// Replicas of all streams. Default 1.
+	Replicas int
+
+	// AckWait is how long a delivered message may stay unacknowledged before
+	// it is redelivered. Default 30 seconds.
+	AckWait time.Duration
+	// MaxDeliver bounds deliveries of a message; after the last one the
+	// consume loop dead-letters it. Default 10.
+	MaxDeliver int
+	// MaxAckPending bounds unacknowledged messages per consumer. Default 1000.
+	MaxAckPending int
+}
+
+// DefaultTopology is the topology's default tuning.
+var DefaultTopology = TopologyOptions{
+	EventsMaxAge:     7 * 24 * time.Hour,
+	DeadLetterMaxAge: 30 * 24 * time.Hour,
+	Duplicates:       2 * time.Minute,
+	Storage:          jetstream.FileStorage,
+	Replicas:         1,
+	AckWait:          30 * time.Second,
+	MaxDeliver:       10,
+	MaxAckPending:    1000,
+}
+
+func (o TopologyOptions) withDefaults() TopologyOptions {
+	d := DefaultTopology
+	if o.EventsMaxAge == 0 {
+		o.EventsMaxAge = d.EventsMaxAge
+	}
+	if o.DeadLetterMaxAge == 0 {
+		o.DeadLetterMaxAge = d.DeadLetterMaxAge
+	}
+	if o.Duplicates == 0 {
+		o.Duplicates = d.Duplicates
+	}
+	if o.Replicas == 0 {
+		o.Replicas = d.Replicas
+	}
+	if o.AckWait == 0 {
+		o.AckWait = d.AckWait
+	}
+	if o.MaxDeliver == 0 {
+		o.MaxDeliver = d.MaxDeliver
+	}
+	if o.MaxAckPending == 0 {
+		o.MaxAckPending = d.MaxAckPending
+	}
+	return o
+}
+
+// Streams returns the stream configurations.
+func (o TopologyOptions) Streams() []jetstream.StreamConfig {
+	o = o.withDefaults()
+	return []jetstream.StreamConfig{
+		{
+			Name:        StreamEvents,
+			Description: "Flotilla events",
+			Subjects: []string{
+				SubjectsPlacement, SubjectsMember, SubjectsHub, SubjectsScheduling,
+				SubjectsWorkStatus, SubjectsRollout, SubjectsStatus,
+			},
+			Retention:  jetstream.LimitsPolicy,
+			Storage:    o.Storage,
+			Replicas:   o.Replicas,
+			MaxAge:     o.EventsMaxAge,
+			Duplicates: o.Duplicates,
+		},
+		{
+			Name:        StreamWork,
+			Description: "Desired state per cluster and placement (last value per subject)",
+			Subjects:    []string{SubjectsWork},
+			Retention:   jetstream.LimitsPolicy,
+			Storage:     o.Storage,
+			Replicas:    o.Replicas,
+			// One message per flotilla.work.<cluster>.<placement>: the current
+			// desired state or its tombstone. A restarted apply worker rebuilds
+			// from this set alone, so it must never age out.
+			MaxMsgsPerSubject: 1,
+			Duplicates:        o.Duplicates,
+		},
+		{
+			Name:        StreamDeadLetter,
+			Description: "Messages consumers gave up on, with the reason in headers",
+			Subjects:    []string{SubjectsDeadLetter},
+			Retention:   jetstream.LimitsPolicy,
+			Storage:     o.Storage,
+			Replicas:    o.Replicas,
+			MaxAge:      o.DeadLetterMaxAge,
+			Duplicates:  o.Duplicates,
+		},
+	}
+}
+
+// Consumers returns the durable consumers on StreamEvents.
+func (o TopologyOptions) Consumers() []jetstream.ConsumerConfig {
+	return []jetstream.ConsumerConfig{
+		o.consumer(ConsumerScheduler, "Scheduler: placements and members",
+			jetstream.DeliverAllPolicy, SubjectsPlacement, SubjectsMember),
+		o.consumer(ConsumerRollout, "Rollout: placements, hub resources, decisions, work status, members",
+			jetstream.DeliverAllPolicy, SubjectsPlacement, SubjectsHub, SubjectsScheduling, SubjectsWorkStatus, SubjectsMember),
+		// No filter: the status service records every event in the audit log.
+		o.consumer(ConsumerStatus, "Status: every event",
+			jetstream.DeliverAllPolicy),
+	}
+}
+
+// ApplyConsumerName is the durable consumer of one cluster's apply worker.
+func ApplyConsumerName(cluster string) (string, error) {
+	tok, err := SubjectToken(cluster)
+	if err != nil {
+		return "", fmt.Errorf("apply consumer name: %w", err)
+	}
+	return "apply-" + tok, nil
+}
+
+// ApplyConsumerConfig is the durable consumer of one cluster's apply worker on
+// StreamWork, filtered to flotilla.work.<cluster>.>, with default tuning.
+func ApplyConsumerConfig(cluster string) (jetstream.ConsumerConfig, error) {
+	return TopologyOptions{}.ApplyConsumerConfig(cluster)
+}
+
+// ApplyConsumerConfig is the durable consumer of one cluster's apply worker on
+// StreamWork, filtered to flotilla.work.<cluster>.>.
+func (o TopologyOptions) ApplyConsumerConfig(cluster string) (jetstream.ConsumerConfig, error) {
+	name, err := ApplyConsumerName(cluster)
+	if err != nil {
+		return jetstream.ConsumerConfig{}, err
+	}
+	tok, _ := SubjectToken(cluster) // valid: ApplyConsumerName checked it
+	// Last per subject: the current desired state of each placement, which is
+	// all a new worker needs (the stream keeps nothing older anyway).
+	return o.consumer(name, "Apply worker for cluster "+cluster,
+		jetstream.DeliverLastPerSubjectPolicy, SubjectWorkPrefix+tok+".>"), nil
+}
+
+// consumer declares a durable consumer. It sets no BackOff: the server
+// measures a NakWithDelay from the delivery's BackOff step rather than from
+// AckWait (consumer.go processNak/checkPending in nats-server 2.15), so with
+// BackOff every retry after the first would wait BackOff[n]-AckWait longer
+// than asked. Consume paces retries with NakWithDelay instead, and keeps
+// long handlers alive with InProgress, so AckWait only matters when a
+// process dies mid-message.
+func (o TopologyOptions) consumer(name, description string, deliver jetstream.DeliverPolicy, filters ...string) jetstream.ConsumerConfig {
+	o = o.withDefaults()
+	return jetstream.ConsumerConfig{
+		Durable:        name,
+		Description:    description,
+		DeliverPolicy:  deliver,
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        o.AckWait,
+		MaxDeliver:     o.MaxDeliver,
+		MaxAckPending:  o.MaxAckPending,
+		FilterSubjects: filters,
+	}
+}
+
+// EnsureTopology creates or updates the streams and the durable consumers on
+// StreamEvents. It is idempotent. Apply workers create their own consumer
+// with ApplyConsumerConfig.
+func EnsureTopology(ctx context.Context, js jetstream.JetStream, opts TopologyOptions) error {
+	for _, cfg := range opts.Streams() {
+		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
+			return fmt.Errorf("ensure stream %s: %w", cfg.Name, err)
+		}
+	}
+	for _, cfg := range opts.Consumers() {
+		if _, err := js.CreateOrUpdateConsumer(ctx, StreamEvents, cfg); err != nil {
+			return fmt.Errorf("ensure consumer %s on %s: %w", cfg.Durable, StreamEvents, err)
+		}
+	}
+	return nil
+}
+
+// EnsureApplyConsumer creates or updates the apply worker's consumer for a
+// cluster on StreamWork and returns its name, for Consume.
+func EnsureApplyConsumer(ctx context.Context, js jetstream.JetStream, cluster string, opts TopologyOptions) (string, error) {
+	cfg, err := opts.ApplyConsumerConfig(cluster)
+	if err != nil {
+		return "", err
+	}
+	if _, err := js.CreateOrUpdateConsumer(ctx, StreamWork, cfg); err != nil {
+		return "", fmt.Errorf("ensure consumer %s on %s: %w", cfg.Durable, StreamWork, err)
+	}
+	return cfg.Durable, nil
+}

@@ -1,0 +1,361 @@
+package events_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/flotilla-dev/flotilla/events"
+	"github.com/flotilla-dev/flotilla/events/bus"
+	"github.com/flotilla-dev/flotilla/events/inbox"
+	"github.com/flotilla-dev/flotilla/events/outbox"
+	"github.com/flotilla-dev/flotilla/harness/natsserver"
+	"github.com/flotilla-dev/flotilla/harness/postgres"
+)
+
+func TestMain(m *testing.M) { os.Exit(postgres.RunMain(m)) }
+
+func eventually(t *testing.T, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = f(); err == nil {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("condition not met after 20s: %v", err)
+}
+
+func startBus(t *testing.T) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	_, nc := natsserver.StartT(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bus.EnsureTopology(t.Context(), js, bus.TopologyOptions{AckWait: 2 * time.Second, MaxDeliver: 5}); err != nil {
+		t.Fatal(err)
+	}
+	return nc, js
+}
+
+func consume(t *testing.T, js jetstream.JetStream, stream, consumer string, h bus.Handler) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	log := slog.New(slog.NewTextHandler(t.Output(), nil))
+	go func() {
+		done <- bus.Consume(ctx, js, stream, consumer, h,
+			bus.WithValidator(events.Validate), bus.WithLogger(log), bus.WithRetryDelay(50*time.Millisecond, 200*time.Millisecond))
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("consume %s: %v", consumer, err)
+		}
+	})
+}
+
+// subjectFor picks the subject an event of typ travels on.
+func subjectFor(t *testing.T, typ string) string {
+	t.Helper()
+	var s string
+	var err error
+	switch strings.Split(typ, ".")[2] {
+	case "placement":
+		if typ == events.TypePlacementScheduled {
+			s, err = events.SchedulingSubject("web-2-crp")
+		} else {
+			s, err = events.PlacementSubject("web-2-crp")
+		}
+	case "member":
+		s, err = events.MemberSubject("member-1")
+	case "hubresource":
+		s, err = events.HubResourceSubject("", "Namespace", "", "web-2")
+	case "resourcesnapshot", "rollout":
+		s, err = events.RolloutSubject("web-2-crp")
+	case "work":
+		if typ == events.TypeWorkReported {
+			s, err = events.WorkStatusSubject("member-1", "web-2-crp")
+		} else {
+			s, err = events.WorkSubject("member-1", "web-2-crp")
+		}
+	case "placementstatus":
+		s, err = events.StatusSubject("web-2-crp")
+	default:
+		t.Fatalf("no subject for %s", typ)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestEveryEventTypeCrossesTheBus publishes one event of each type with the
+// publish helper and reads each back, typed, through the consume helper.
+func TestEveryEventTypeCrossesTheBus(t *testing.T) {
+	_, js := startBus(t)
+	pub := bus.NewPublisher(js)
+
+	var mu sync.Mutex
+	got := map[string]any{}
+	record := func(_ context.Context, ev cloudevents.Event, _ bus.Meta) error {
+		p, err := events.Decode(ev)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		got[ev.Type()] = p
+		mu.Unlock()
+		return nil
+	}
+	consume(t, js, bus.StreamEvents, bus.ConsumerStatus, record)
+	applyConsumer, err := bus.EnsureApplyConsumer(t.Context(), js, "member-1", bus.TopologyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Work events are last-value per subject: publish the tombstone after the
+	// apply consumer has seen the desired state.
+	consume(t, js, bus.StreamWork, applyConsumer, record)
+
+	ex := examples()
+	order := events.Types()
+	for _, typ := range order {
+		ev, err := events.New(typ, "/flotilla/test", "web-2-crp", events.ID("test", typ), ex[typ])
+		if err != nil {
+			t.Fatalf("new %s: %v", typ, err)
+		}
+		if typ == events.TypeWorkTombstoned {
+			eventually(t, func() error {
+				mu.Lock()
+				defer mu.Unlock()
+				if got[events.TypeWorkDesired] == nil {
+					return fmt.Errorf("work desired not consumed yet")
+				}
+				return nil
+			})
+		}
+		if _, err := pub.Publish(t.Context(), subjectFor(t, typ), ev); err != nil {
+			t.Fatalf("publish %s: %v", typ, err)
+		}
+	}
+	eventually(t, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, typ := range order {
+			if got[typ] == nil {
+				return fmt.Errorf("%s not consumed", typ)
+			}
+		}
+		return nil
+	})
+	for typ, p := range got {
+		want, _ := json.Marshal(ex[typ])
+		have, _ := json.Marshal(p)
+		if string(want) != string(have) {
+			t.Errorf("%s came back different:\n got %s\nwant %s", typ, have, want)
+		}
+	}
+}
+
+// TestRedeliveredEventTakesEffectOnce delivers an event whose handler commits
+// its effect and then fails before acknowledging, as a crash would: the
+// redelivery finds the inbox row and the effect exists once.
+func TestRedeliveredEventTakesEffectOnce(t *testing.T) {
+	_, js := startBus(t)
+	pool, err := pgxpool.New(t.Context(), postgres.NewTestDB(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+
+	var deliveries atomic.Int32
+	consume(t, js, bus.StreamEvents, bus.ConsumerStatus, func(ctx context.Context, ev cloudevents.Event, m bus.Meta) error {
+		deliveries.Add(1)
+		_, err := inbox.Handle(ctx, pool, "status", ev, func(ctx context.Context, tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, `insert into audit_log (event_id, type, source, subject, time, payload)
+				values ($1, $2, $3, $4, $5, $6)`, ev.ID(), ev.Type(), ev.Source(), ev.Subject(), ev.Time(), ev.Data())
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if m.NumDelivered == 1 {
+			return fmt.Errorf("lost the connection before acknowledging")
+		}
+		return nil
+	})
+
+	ev, err := events.New(events.TypePlacementDeleted, "/flotilla/test", "web", "", events.PlacementDeleted{Name: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	subj, _ := events.PlacementSubject("web")
+	if _, err := bus.NewPublisher(js).Publish(t.Context(), subj, ev); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, func() error {
+		if n := deliveries.Load(); n < 2 {
+			return fmt.Errorf("%d deliveries, want a redelivery", n)
+		}
+		return nil
+	})
+	var n int
+	if err := pool.QueryRow(t.Context(), `select count(*) from audit_log where event_id = $1`, ev.ID()).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Fatalf("the event was recorded %d times over %d deliveries, want once", n, deliveries.Load())
+	}
+}
+
+// TestBadMessagesAreDeadLetteredAndTheQueueMovesOn sends garbage and an event
+// of an unknown type: both land in the dead-letter stream with a reason, and
+// the good message behind them is still handled.
+func TestBadMessagesAreDeadLetteredAndTheQueueMovesOn(t *testing.T) {
+	nc, js := startBus(t)
+	var handled atomic.Int32
+	consume(t, js, bus.StreamEvents, bus.ConsumerScheduler, func(ctx context.Context, ev cloudevents.Event, m bus.Meta) error {
+		handled.Add(1)
+		return nil
+	})
+	subj, _ := events.PlacementSubject("web")
+
+	if _, err := js.PublishMsg(t.Context(), &nats.Msg{Subject: subj, Data: []byte("\x00\x01 not an event")}); err != nil {
+		t.Fatal(err)
+	}
+	good, err := events.New(events.TypePlacementDeleted, "/flotilla/test", "web", "", events.PlacementDeleted{Name: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unknown := good.Clone()
+	unknown.SetID("unknown-1")
+	unknown.SetType("io.flotilla.placement.exploded.v1")
+	msg, err := bus.Encode(unknown, subj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.PublishMsg(t.Context(), msg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bus.NewPublisher(js).Publish(t.Context(), subj, good); err != nil {
+		t.Fatal(err)
+	}
+
+	eventually(t, func() error {
+		if handled.Load() != 1 {
+			return fmt.Errorf("good event handled %d times", handled.Load())
+		}
+		return nil
+	})
+	dl, err := js.OrderedConsumer(t.Context(), bus.StreamDeadLetter, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reasons []string
+	eventually(t, func() error {
+		batch, err := dl.FetchNoWait(10)
+		if err != nil {
+			return err
+		}
+		for m := range batch.Messages() {
+			reasons = append(reasons, m.Headers().Get("Flotilla-Dead-Letter-Reason"))
+		}
+		if len(reasons) < 2 {
+			return fmt.Errorf("%d dead letters, want 2", len(reasons))
+		}
+		return nil
+	})
+	all := strings.Join(reasons, "\n")
+	for _, want := range []string{"io.flotilla.placement.exploded.v1", "unknown event type"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("dead-letter reasons %q do not mention %q", reasons, want)
+		}
+	}
+	_ = nc
+}
+
+// TestOutboxRelaysCommittedEventsOnce enqueues events in a transaction that
+// commits and in one that rolls back: only the committed one reaches the bus,
+// once, even when two relays run.
+func TestOutboxRelaysCommittedEventsOnce(t *testing.T) {
+	_, js := startBus(t)
+	pool, err := pgxpool.New(t.Context(), postgres.NewTestDB(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	subj, _ := events.SchedulingSubject("web")
+	mk := func(name string) cloudevents.Event {
+		ev, err := events.New(events.TypePlacementScheduled, "/flotilla/test", "web", events.ID("decision", name),
+			events.PlacementScheduled{Placement: name, Fulfilled: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ev
+	}
+	committed, rolledBack := mk("committed"), mk("rolled-back")
+	if err := pgx.BeginFunc(t.Context(), pool, func(tx pgx.Tx) error {
+		return outbox.Enqueue(t.Context(), tx, subj, committed)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_ = pgx.BeginFunc(t.Context(), pool, func(tx pgx.Tx) error {
+		if err := outbox.Enqueue(t.Context(), tx, subj, rolledBack); err != nil {
+			return err
+		}
+		return fmt.Errorf("the decision failed")
+	})
+
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() { (&outbox.Relay{Pool: pool, JS: js, Sweep: 50 * time.Millisecond}).Run(ctx) })
+	}
+	t.Cleanup(func() { cancel(); wg.Wait() })
+
+	var seen []string
+	var mu sync.Mutex
+	consume(t, js, bus.StreamEvents, bus.ConsumerRollout, func(_ context.Context, ev cloudevents.Event, _ bus.Meta) error {
+		mu.Lock()
+		seen = append(seen, ev.ID())
+		mu.Unlock()
+		return nil
+	})
+	eventually(t, func() error {
+		var pending int
+		if err := pool.QueryRow(t.Context(), `select count(*) from outbox where published_at is null`).Scan(&pending); err != nil {
+			return err
+		}
+		if pending != 0 {
+			return fmt.Errorf("%d outbox rows unpublished", pending)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(seen) == 0 {
+			return fmt.Errorf("nothing consumed yet")
+		}
+		return nil
+	})
+	time.Sleep(200 * time.Millisecond) // let a wrongly doubled publish arrive
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 1 || seen[0] != committed.ID() {
+		t.Fatalf("consumed %v, want only the committed event %s", seen, committed.ID())
+	}
+}

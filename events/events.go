@@ -1,0 +1,131 @@
+package events
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+	"github.com/google/uuid"
+)
+
+// ErrUnknownType is returned for an event whose type is not in the catalogue.
+var ErrUnknownType = errors.New("unknown event type")
+
+// ErrInvalidPayload is returned for an event whose data does not decode into
+// its type's payload, or whose payload breaks the payload's rules.
+var ErrInvalidPayload = errors.New("invalid payload")
+
+type entry struct {
+	new      func() any
+	validate func(any) error
+}
+
+// catalogue maps every event type to its payload. It is the one place that
+// says which types exist.
+var catalogue = map[string]entry{
+	TypePlacementUpserted:      {func() any { return new(PlacementUpserted) }, validatePlacementUpserted},
+	TypePlacementDeleted:       {func() any { return new(PlacementDeleted) }, validatePlacementDeleted},
+	TypeMemberJoined:           {func() any { return new(MemberJoined) }, validateMemberJoined},
+	TypeMemberUpdated:          {func() any { return new(MemberUpdated) }, validateMemberUpdated},
+	TypeMemberLeft:             {func() any { return new(MemberLeft) }, validateMemberLeft},
+	TypeMemberHeartbeat:        {func() any { return new(MemberHeartbeat) }, validateMemberHeartbeat},
+	TypeHubResourceUpserted:    {func() any { return new(HubResourceUpserted) }, validateHubResourceUpserted},
+	TypeHubResourceDeleted:     {func() any { return new(HubResourceDeleted) }, validateHubResourceDeleted},
+	TypePlacementScheduled:     {func() any { return new(PlacementScheduled) }, validatePlacementScheduled},
+	TypeSnapshotCreated:        {func() any { return new(SnapshotCreated) }, validateSnapshotCreated},
+	TypeWorkDesired:            {func() any { return new(WorkDesired) }, validateWorkDesired},
+	TypeWorkTombstoned:         {func() any { return new(WorkTombstoned) }, validateWorkTombstoned},
+	TypeRolloutProgressed:      {func() any { return new(RolloutProgressed) }, validateRolloutProgressed},
+	TypeWorkReported:           {func() any { return new(WorkReported) }, validateWorkReported},
+	TypePlacementStatusChanged: {func() any { return new(PlacementStatusChanged) }, validatePlacementStatusChanged},
+}
+
+// Types lists every event type in the catalogue.
+func Types() []string {
+	out := make([]string, 0, len(catalogue))
+	for t := range catalogue {
+		out = append(out, t)
+	}
+	return out
+}
+
+// idSpace is the UUID namespace of deterministic event ids.
+var idSpace = uuid.MustParse("6f0b7b3e-5a53-4f4e-9d0e-2b7f4c1f9a10")
+
+// ID derives a deterministic event id from the parts that make an event
+// unique, so that a retried publish produces the same id and the bus drops
+// the copy.
+func ID(parts ...string) string {
+	return uuid.NewSHA1(idSpace, []byte(strings.Join(parts, "\x00"))).String()
+}
+
+// New builds a CloudEvent of a catalogued type. An empty id gets a random one;
+// pass ID(...) where a retry must dedupe.
+func New(typ, source, subject, id string, payload any) (cloudevents.Event, error) {
+	if _, ok := catalogue[typ]; !ok {
+		return cloudevents.Event{}, fmt.Errorf("new event: %w %q", ErrUnknownType, typ)
+	}
+	if id == "" {
+		id = uuid.NewString()
+	}
+	ev := cloudevents.New()
+	ev.SetID(id)
+	ev.SetType(typ)
+	ev.SetSource(source)
+	ev.SetSubject(subject)
+	ev.SetTime(time.Now().UTC())
+	if err := ev.SetData("application/json", payload); err != nil {
+		return cloudevents.Event{}, fmt.Errorf("new event %s: %w", typ, err)
+	}
+	if err := Validate(ev); err != nil {
+		return cloudevents.Event{}, err
+	}
+	return ev, nil
+}
+
+// Decode returns the typed payload of ev (a pointer, e.g. *PlacementUpserted).
+// Unknown fields are an error: a producer on a newer schema must use a new type.
+func Decode(ev cloudevents.Event) (any, error) {
+	e, ok := catalogue[ev.Type()]
+	if !ok {
+		return nil, fmt.Errorf("%w %q", ErrUnknownType, ev.Type())
+	}
+	p := e.new()
+	dec := json.NewDecoder(bytes.NewReader(ev.Data()))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(p); err != nil {
+		return nil, fmt.Errorf("%w: %s data: %v", ErrInvalidPayload, ev.Type(), err)
+	}
+	if err := e.validate(p); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrInvalidPayload, ev.Type(), err)
+	}
+	return p, nil
+}
+
+// DecodeAs decodes ev's payload into a T, e.g. DecodeAs[PlacementUpserted](ev).
+func DecodeAs[T any](ev cloudevents.Event) (*T, error) {
+	p, err := Decode(ev)
+	if err != nil {
+		return nil, err
+	}
+	t, ok := p.(*T)
+	if !ok {
+		var zero T
+		return nil, fmt.Errorf("%w: event %s carries %T, not %T", ErrInvalidPayload, ev.Type(), p, &zero)
+	}
+	return t, nil
+}
+
+// Validate reports whether ev is a valid CloudEvent of a known type whose
+// payload decodes and passes its rules. Consumers dead-letter what fails it.
+func Validate(ev cloudevents.Event) error {
+	if err := ev.Validate(); err != nil {
+		return fmt.Errorf("invalid cloudevent: %w", err)
+	}
+	_, err := Decode(ev)
+	return err
+}

@@ -1,0 +1,154 @@
+package events_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/flotilla-dev/flotilla/events"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata")
+
+func goldenPath(typ string) string {
+	return filepath.Join("testdata", "payloads", strings.TrimPrefix(typ, "io.flotilla.")+".json")
+}
+
+// TestGoldenPayloads checks that every event type has a golden example and
+// that each example round-trips: JSON -> payload -> JSON is unchanged, and the
+// payload decodes strictly through an event.
+func TestGoldenPayloads(t *testing.T) {
+	ex := examples()
+	for _, typ := range events.Types() {
+		if _, ok := ex[typ]; !ok {
+			t.Errorf("event type %s has no example payload", typ)
+		}
+	}
+	for typ, payload := range ex {
+		t.Run(typ, func(t *testing.T) {
+			want, err := json.MarshalIndent(payload, "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, '\n')
+			path := goldenPath(typ)
+			if *update {
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, want, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			golden, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("read golden file (run go test -update): %v", err)
+			}
+			if !bytes.Equal(golden, want) {
+				t.Fatalf("payload %s changed; a published type must not change (add a new version), or run -update if this is intended:\n got %s\nwant %s", typ, want, golden)
+			}
+
+			var raw json.RawMessage = golden
+			ev, err := events.New(typ, "/flotilla/test", "subject", events.ID("golden", typ), raw)
+			if err != nil {
+				t.Fatalf("new event from golden file: %v", err)
+			}
+			decoded, err := events.Decode(ev)
+			if err != nil {
+				t.Fatalf("decode golden payload: %v", err)
+			}
+			if got := reflect.TypeOf(decoded).Elem(); got != reflect.TypeOf(payload) {
+				t.Fatalf("decoded %s into %v, want %v", typ, got, reflect.TypeOf(payload))
+			}
+			again, err := json.MarshalIndent(decoded, "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(append(again, '\n'), golden) {
+				t.Fatalf("golden payload does not round-trip:\n got %s\nwant %s", again, golden)
+			}
+		})
+	}
+}
+
+func TestDecodeRejects(t *testing.T) {
+	ev, err := events.New(events.TypePlacementDeleted, "/test", "s", "", events.PlacementDeleted{Name: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		typ  string
+		data string
+		want error
+		msg  string
+	}{
+		{"unknown type", "io.flotilla.placement.exploded.v1", `{"name":"x"}`, events.ErrUnknownType, "io.flotilla.placement.exploded.v1"},
+		{"unknown field", events.TypePlacementDeleted, `{"name":"x","colour":"red"}`, events.ErrInvalidPayload, `unknown field "colour"`},
+		{"not json", events.TypePlacementDeleted, `name: x`, events.ErrInvalidPayload, "data"},
+		{"rule broken", events.TypePlacementDeleted, `{"name":""}`, events.ErrInvalidPayload, "name: required"},
+		{"bad leave policy", events.TypeMemberLeft, `{"name":"m","leavePolicy":"Evaporate"}`, events.ErrInvalidPayload, `"Evaporate" is not Keep or Delete`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := ev.Clone()
+			e.SetType(tt.typ)
+			e.DataEncoded = []byte(tt.data)
+			err := events.Validate(e)
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("Validate() = %v, want %v", err, tt.want)
+			}
+			if !strings.Contains(err.Error(), tt.msg) {
+				t.Fatalf("Validate() = %q, want it to mention %q", err, tt.msg)
+			}
+		})
+	}
+}
+
+func TestNewRejectsUnknownType(t *testing.T) {
+	_, err := events.New("io.flotilla.nothing.v1", "/test", "s", "", struct{}{})
+	if !errors.Is(err, events.ErrUnknownType) {
+		t.Fatalf("New() = %v, want ErrUnknownType", err)
+	}
+}
+
+func TestIDIsDeterministic(t *testing.T) {
+	a, b := events.ID("work", "member-1", "web", "4"), events.ID("work", "member-1", "web", "4")
+	if a != b {
+		t.Fatalf("ID not deterministic: %s != %s", a, b)
+	}
+	if c := events.ID("work", "member-1", "web4"); c == a {
+		t.Fatal("ID collides when parts are joined differently")
+	}
+}
+
+func TestSubjectsScopePerCluster(t *testing.T) {
+	work, err := events.WorkSubject("member.eu-1", "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, err := events.WorkStatusSubject("member.eu-1", "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	member, err := events.MemberSubject("member.eu-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{work, status, member} {
+		toks := strings.Split(s, ".")
+		if !slices.Contains(toks, "member_eu-1") {
+			t.Errorf("subject %s does not carry the cluster as one token", s)
+		}
+	}
+	if _, err := events.PlacementSubject("a*b"); err == nil {
+		t.Error("a name with a wildcard made a subject")
+	}
+}

@@ -1,0 +1,119 @@
+package events_test
+
+import (
+	"encoding/json"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/flotilla-dev/flotilla/events"
+	"github.com/flotilla-dev/flotilla/events/api"
+)
+
+var exampleTime = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+
+func ptr[T any](v T) *T { return &v }
+
+// examples holds one payload per event type. Their JSON forms are the golden
+// files under testdata/payloads, which document the contract.
+func examples() map[string]any {
+	ns := api.ResourceIdentifier{Version: "v1", Kind: "Namespace", Name: "web-2"}
+	deploy := api.ResourceIdentifier{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "web-2", Name: "web"}
+	strategy := api.ApplyStrategy{
+		Type:             api.ApplyStrategyTypeClientSideApply,
+		ComparisonOption: api.ComparisonOptionTypePartialComparison,
+		WhenToApply:      api.WhenToApplyTypeAlways,
+		WhenToTakeOver:   api.WhenToTakeOverTypeIfNoDiff,
+	}
+	diff := []api.PatchDetail{{Path: "/metadata/labels/team", ValueInMember: "blue", ValueInHub: "green"}}
+	return map[string]any{
+		events.TypePlacementUpserted: events.PlacementUpserted{Placement: api.ClusterResourcePlacement{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "placement.kubernetes-fleet.io/v1beta1", Kind: "ClusterResourcePlacement"},
+			ObjectMeta: metav1.ObjectMeta{Name: "web-2-crp"},
+			Spec: api.PlacementSpec{
+				ResourceSelectors: []api.ClusterResourceSelector{{Group: "", Version: "v1", Kind: "Namespace",
+					LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web-2"}}}},
+				Policy:   &api.PlacementPolicy{PlacementType: api.PickNPlacementType, NumberOfClusters: ptr(int32(2))},
+				Strategy: api.RolloutStrategy{ApplyStrategy: &strategy},
+			},
+		}},
+		events.TypePlacementDeleted: events.PlacementDeleted{Name: "web-2-crp"},
+		events.TypeMemberJoined: events.MemberJoined{Member: api.MemberCluster{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "cluster.kubernetes-fleet.io/v1beta1", Kind: "MemberCluster"},
+			ObjectMeta: metav1.ObjectMeta{Name: "member-1", Labels: map[string]string{"region": "eastus", "environment": "production"}},
+			Spec:       api.MemberClusterSpec{HeartbeatPeriodSeconds: 60, Taints: []api.Taint{{Key: "gpu", Value: "true", Effect: api.TaintEffectNoSchedule}}},
+		}},
+		events.TypeMemberUpdated: events.MemberUpdated{Member: api.MemberCluster{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "cluster.kubernetes-fleet.io/v1beta1", Kind: "MemberCluster"},
+			ObjectMeta: metav1.ObjectMeta{Name: "member-1", Labels: map[string]string{"region": "westus"}},
+			Spec:       api.MemberClusterSpec{HeartbeatPeriodSeconds: 30},
+		}},
+		events.TypeMemberLeft: events.MemberLeft{Name: "member-1", LeavePolicy: events.LeaveKeep},
+		events.TypeMemberHeartbeat: events.MemberHeartbeat{
+			Name: "member-1", Healthy: true, ObservedAt: exampleTime,
+			Properties: map[api.PropertyName]api.PropertyValue{
+				"kubernetes-fleet.io/node-count": {Value: "3", ObservationTime: metav1.NewTime(exampleTime)},
+			},
+			ResourceUsage: api.ResourceUsage{
+				Capacity:        api.ResourceList{"cpu": resource.MustParse("12"), "memory": resource.MustParse("48Gi")},
+				Allocatable:     api.ResourceList{"cpu": resource.MustParse("11500m"), "memory": resource.MustParse("44Gi")},
+				ObservationTime: metav1.NewTime(exampleTime),
+			},
+		},
+		events.TypeHubResourceUpserted: events.HubResourceUpserted{Manifest: json.RawMessage(
+			`{"apiVersion":"v1","kind":"Namespace","metadata":{"labels":{"app":"web-2"},"name":"web-2"}}`)},
+		events.TypeHubResourceDeleted: events.HubResourceDeleted{Resource: ns},
+		events.TypePlacementScheduled: events.PlacementScheduled{
+			Placement: "web-2-crp", Generation: 3, PlacementType: api.PickNPlacementType, Wanted: 2,
+			Chosen: []events.ClusterDecision{
+				{Cluster: "member-1", Action: events.ActionKept, AffinityScore: 20, TopologySpreadScore: 0, Reason: "picked by scheduling policy"},
+				{Cluster: "member-3", Action: events.ActionAdded, AffinityScore: 0, TopologySpreadScore: 1, Reason: "picked by scheduling policy"},
+			},
+			Removed:   []events.ClusterDecision{{Cluster: "member-2", Action: events.ActionRemoved, Reason: "the cluster left the fleet"}},
+			NotChosen: []events.ClusterDecision{{Cluster: "member-4", Reason: "the cluster does not match required affinity"}},
+			Fulfilled: true,
+		},
+		events.TypeSnapshotCreated: events.SnapshotCreated{Placement: "web-2-crp", Index: 4, Hash: "sha256:3b1f", SelectedResources: []api.ResourceIdentifier{ns}},
+		events.TypeWorkDesired: events.WorkDesired{
+			Cluster: "member-1", Placement: "web-2-crp", ResourceIndex: 4, ResourceHash: "sha256:3b1f", Generation: 3,
+			Manifests:                []json.RawMessage{json.RawMessage(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"web-2"}}`)},
+			ApplyStrategy:            strategy,
+			DeleteStrategy:           api.DeleteStrategy{PropagationPolicy: api.DeletePropagationPolicyDelete},
+			UnavailablePeriodSeconds: 60,
+		},
+		events.TypeWorkTombstoned: events.WorkTombstoned{Cluster: "member-2", Placement: "web-2-crp",
+			DeleteStrategy: api.DeleteStrategy{PropagationPolicy: api.DeletePropagationPolicyAbandon}, Reason: "the cluster was unscheduled"},
+		events.TypeRolloutProgressed: events.RolloutProgressed{Placement: "web-2-crp", Generation: 3, ResourceIndex: 4, Clusters: []events.ClusterRollout{
+			{Cluster: "member-1", Started: true, ResourceIndex: 4},
+			{Cluster: "member-3", Started: false, ResourceIndex: 3, Reason: "RolloutNotStartedYet", Message: "waiting for member-1 to become available (maxUnavailable 1)"},
+		}},
+		events.TypeWorkReported: events.WorkReported{
+			Cluster: "member-2", Placement: "web-2-crp", ResourceIndex: 4, Generation: 3,
+			Manifests: []events.ManifestResult{{
+				Resource: deploy,
+				Applied: events.Condition{Status: "False", Reason: "FailedToTakeOver",
+					Message: "Failed to apply the manifest (error: cannot take over object: configuration differences are found between the manifest object and the corresponding object in the member cluster)"},
+				Available: events.Condition{Status: "Unknown", Reason: "ManifestNotAvailableYet"},
+				Diffs:     diff, FirstDiffedAt: ptr(exampleTime),
+			}},
+			Takeovers: []events.TakeoverDecision{{Resource: deploy, Mode: api.WhenToTakeOverTypeIfNoDiff,
+				Comparison: api.ComparisonOptionTypePartialComparison, Outcome: "FailedToTakeOver", Diffs: diff, DecidedAt: exampleTime}},
+			Applied:    events.Condition{Status: "False", Reason: "ApplyFailed", Message: "1 manifest failed to apply"},
+			Available:  events.Condition{Status: "Unknown", Reason: "ResourceAvailableUnknown"},
+			ObservedAt: exampleTime,
+		},
+		events.TypePlacementStatusChanged: events.PlacementStatusChanged{Placement: api.ClusterResourcePlacement{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "placement.kubernetes-fleet.io/v1beta1", Kind: "ClusterResourcePlacement"},
+			ObjectMeta: metav1.ObjectMeta{Name: "web-2-crp", Generation: 3},
+			Spec: api.PlacementSpec{ResourceSelectors: []api.ClusterResourceSelector{{Version: "v1", Kind: "Namespace", Name: "web-2"}}},
+			Status: api.PlacementStatus{
+				ObservedResourceIndex: "4",
+				SelectedResources:     []api.ResourceIdentifier{ns},
+				Conditions: []metav1.Condition{{Type: "ClusterResourcePlacementScheduled", Status: metav1.ConditionTrue,
+					Reason: "SchedulingPolicyFulfilled", Message: "found all cluster needed as specified by the scheduling policy",
+					ObservedGeneration: 3, LastTransitionTime: metav1.NewTime(exampleTime)}},
+			},
+		}},
+	}
+}

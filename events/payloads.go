@@ -1,0 +1,224 @@
+package events
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/flotilla-dev/flotilla/events/api"
+)
+
+// PlacementUpserted creates or updates a ClusterResourcePlacement. The
+// placement is as the user wrote it; consumers default and validate it.
+type PlacementUpserted struct {
+	Placement api.ClusterResourcePlacement `json:"placement"`
+}
+
+// PlacementDeleted deletes a placement: its resources are removed from every
+// member per its delete strategy.
+type PlacementDeleted struct {
+	Name string `json:"name"`
+}
+
+// MemberJoined registers a member cluster, or re-registers one that left.
+type MemberJoined struct {
+	Member api.MemberCluster `json:"member"`
+}
+
+// MemberUpdated changes a member's labels, taints or heartbeat period.
+type MemberUpdated struct {
+	Member api.MemberCluster `json:"member"`
+}
+
+// MemberLeft removes a member from scheduling. What happens to the objects
+// placed on it is the member's leave policy: Keep leaves them running
+// (upstream Fleet's behaviour), Delete removes what Flotilla owns.
+type MemberLeft struct {
+	Name        string      `json:"name"`
+	LeavePolicy LeavePolicy `json:"leavePolicy,omitempty"`
+}
+
+// LeavePolicy says what a leaving member keeps.
+type LeavePolicy string
+
+const (
+	LeaveKeep   LeavePolicy = "Keep"
+	LeaveDelete LeavePolicy = "Delete"
+)
+
+// MemberHeartbeat is published by a member's apply worker every heartbeat
+// period with the cluster's properties and health.
+type MemberHeartbeat struct {
+	Name string `json:"name"`
+	// Healthy is false when the member's API server could not be reached;
+	// Message then says why.
+	Healthy    bool                                  `json:"healthy"`
+	Message    string                                `json:"message,omitempty"`
+	Properties map[api.PropertyName]api.PropertyValue `json:"properties,omitempty"`
+	// ResourceUsage is computed from the member's Node objects.
+	ResourceUsage api.ResourceUsage `json:"resourceUsage"`
+	ObservedAt    time.Time         `json:"observedAt"`
+}
+
+// HubResourceUpserted puts a Kubernetes manifest into the hub store, where
+// placements select it. Server-populated fields are stripped on the way in.
+type HubResourceUpserted struct {
+	Manifest json.RawMessage `json:"manifest"`
+}
+
+// HubResourceDeleted removes a manifest from the hub store.
+type HubResourceDeleted struct {
+	Resource api.ResourceIdentifier `json:"resource"`
+}
+
+// DecisionAction says what a scheduling decision did to one cluster.
+type DecisionAction string
+
+const (
+	ActionAdded   DecisionAction = "added"
+	ActionKept    DecisionAction = "kept"
+	ActionRemoved DecisionAction = "removed"
+)
+
+// ClusterDecision is the scheduler's verdict on one cluster.
+type ClusterDecision struct {
+	Cluster             string         `json:"cluster"`
+	Action              DecisionAction `json:"action,omitempty"`
+	AffinityScore       int32          `json:"affinityScore"`
+	TopologySpreadScore int32          `json:"topologySpreadScore"`
+	// Reason is a sentence: why a cluster was picked, removed or rejected.
+	Reason string `json:"reason"`
+}
+
+// PlacementScheduled is one scheduling decision for a placement: the clusters
+// it is bound to now, those it was removed from, and why others were not chosen.
+type PlacementScheduled struct {
+	Placement string `json:"placement"`
+	// Generation is the placement generation the decision answers.
+	Generation    int64             `json:"generation"`
+	PlacementType api.PlacementType `json:"placementType"`
+	// Wanted is the number of clusters the policy asks for (0 for PickAll).
+	Wanted    int               `json:"wanted"`
+	Chosen    []ClusterDecision `json:"chosen"`
+	Removed   []ClusterDecision `json:"removed,omitempty"`
+	NotChosen []ClusterDecision `json:"notChosen,omitempty"`
+	// Fulfilled is false when fewer clusters than wanted were found; Message
+	// then says how many were found and why others were rejected.
+	Fulfilled bool   `json:"fulfilled"`
+	Message   string `json:"message,omitempty"`
+}
+
+// SnapshotCreated records an immutable resource snapshot of a placement.
+type SnapshotCreated struct {
+	Placement         string                   `json:"placement"`
+	Index             int64                    `json:"index"`
+	Hash              string                   `json:"hash"`
+	SelectedResources []api.ResourceIdentifier `json:"selectedResources"`
+}
+
+// WorkDesired is the complete desired state of one placement on one cluster.
+// It is the last value on its subject, so a restarted apply worker rebuilds
+// from the stream alone.
+type WorkDesired struct {
+	Cluster   string `json:"cluster"`
+	Placement string `json:"placement"`
+	// ResourceIndex names the resource snapshot the manifests come from.
+	ResourceIndex  int64              `json:"resourceIndex"`
+	ResourceHash   string             `json:"resourceHash"`
+	Generation     int64              `json:"generation"`
+	Manifests      []json.RawMessage  `json:"manifests"`
+	ApplyStrategy  api.ApplyStrategy  `json:"applyStrategy"`
+	DeleteStrategy api.DeleteStrategy `json:"deleteStrategy"`
+	// UnavailablePeriodSeconds is how long a not-trackable object must have
+	// been applied before it counts as available.
+	UnavailablePeriodSeconds int `json:"unavailablePeriodSeconds"`
+}
+
+// WorkTombstoned tells a cluster's apply worker to remove what a placement
+// put there: the placement was deleted or the cluster unscheduled.
+type WorkTombstoned struct {
+	Cluster        string             `json:"cluster"`
+	Placement      string             `json:"placement"`
+	DeleteStrategy api.DeleteStrategy `json:"deleteStrategy"`
+	Reason         string             `json:"reason"`
+}
+
+// ClusterRollout is the rollout state of one placement on one cluster.
+type ClusterRollout struct {
+	Cluster string `json:"cluster"`
+	// Started is true once the cluster has been sent the placement's current
+	// resource snapshot; Reason and Message say what holds it back otherwise.
+	Started       bool   `json:"started"`
+	ResourceIndex int64  `json:"resourceIndex"`
+	Reason        string `json:"reason,omitempty"`
+	Message       string `json:"message,omitempty"`
+	// Stuck is set when the cluster has not become applied and available
+	// within the rollout deadline.
+	Stuck bool `json:"stuck,omitempty"`
+}
+
+// RolloutProgressed reports the rollout of a placement's current snapshot.
+type RolloutProgressed struct {
+	Placement     string           `json:"placement"`
+	Generation    int64            `json:"generation"`
+	ResourceIndex int64            `json:"resourceIndex"`
+	Clusters      []ClusterRollout `json:"clusters"`
+}
+
+// ManifestResult is the outcome of one manifest on one cluster.
+type ManifestResult struct {
+	Resource api.ResourceIdentifier `json:"resource"`
+	// Applied and Available hold the per-manifest conditions with the
+	// contract's reasons (ManifestApplyFailed, NotTakenOver, NotTrackable, ...).
+	Applied   Condition `json:"applied"`
+	Available Condition `json:"available"`
+	// ObservedGeneration is the member object's generation after the apply.
+	ObservedGeneration int64             `json:"observedGeneration,omitempty"`
+	Drifts             []api.PatchDetail `json:"drifts,omitempty"`
+	FirstDriftedAt     *time.Time        `json:"firstDriftedAt,omitempty"`
+	Diffs              []api.PatchDetail `json:"diffs,omitempty"`
+	FirstDiffedAt      *time.Time        `json:"firstDiffedAt,omitempty"`
+}
+
+// Condition is a per-manifest condition: Status is True, False or Unknown.
+type Condition struct {
+	Status  string `json:"status"`
+	Reason  string `json:"reason"`
+	Message string `json:"message,omitempty"`
+}
+
+// TakeoverDecision records what an apply worker did with an object it found
+// on a member that Flotilla did not own.
+type TakeoverDecision struct {
+	Resource   api.ResourceIdentifier `json:"resource"`
+	Mode       api.WhenToTakeOverType `json:"mode"`
+	Comparison api.ComparisonOptionType `json:"comparison"`
+	// Outcome is TakenOver, FailedToTakeOver or NotTakenOver.
+	Outcome string `json:"outcome"`
+	// Diffs are the differences that refused a takeover (values of Secrets
+	// are redacted).
+	Diffs     []api.PatchDetail `json:"diffs,omitempty"`
+	DecidedAt time.Time         `json:"decidedAt"`
+}
+
+// WorkReported is an apply worker's result for one placement on its cluster.
+type WorkReported struct {
+	Cluster       string `json:"cluster"`
+	Placement     string `json:"placement"`
+	ResourceIndex int64  `json:"resourceIndex"`
+	Generation    int64  `json:"generation"`
+	// Deleted is true when the report answers a tombstone: the placement's
+	// objects are gone from (or abandoned on) the cluster.
+	Deleted   bool               `json:"deleted,omitempty"`
+	Manifests []ManifestResult   `json:"manifests"`
+	Takeovers []TakeoverDecision `json:"takeovers,omitempty"`
+	// Applied and Available summarise the manifests for the cluster.
+	Applied    Condition `json:"applied"`
+	Available  Condition `json:"available"`
+	DiffReported *Condition `json:"diffReported,omitempty"`
+	ObservedAt time.Time `json:"observedAt"`
+}
+
+// PlacementStatusChanged carries a placement with its new Fleet-shaped status.
+type PlacementStatusChanged struct {
+	Placement api.ClusterResourcePlacement `json:"placement"`
+}

@@ -1,0 +1,29 @@
+package events
+
+// Event types. The suffix is the payload's schema version.
+const (
+	// Input: what users and fleetctl publish.
+	TypePlacementUpserted   = "io.flotilla.placement.upserted.v1"
+	TypePlacementDeleted    = "io.flotilla.placement.deleted.v1"
+	TypeMemberJoined        = "io.flotilla.member.joined.v1"
+	TypeMemberUpdated       = "io.flotilla.member.updated.v1"
+	TypeMemberLeft          = "io.flotilla.member.left.v1"
+	TypeHubResourceUpserted = "io.flotilla.hubresource.upserted.v1"
+	TypeHubResourceDeleted  = "io.flotilla.hubresource.deleted.v1"
+
+	// Scheduler.
+	TypePlacementScheduled = "io.flotilla.placement.scheduled.v1"
+
+	// Rollout.
+	TypeSnapshotCreated    = "io.flotilla.resourcesnapshot.created.v1"
+	TypeWorkDesired        = "io.flotilla.work.desired.v1"
+	TypeWorkTombstoned     = "io.flotilla.work.tombstoned.v1"
+	TypeRolloutProgressed  = "io.flotilla.rollout.progressed.v1"
+
+	// Apply workers.
+	TypeWorkReported    = "io.flotilla.work.reported.v1"
+	TypeMemberHeartbeat = "io.flotilla.member.heartbeat.v1"
+
+	// Status.
+	TypePlacementStatusChanged = "io.flotilla.placementstatus.changed.v1"
+)

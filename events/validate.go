@@ -1,0 +1,104 @@
+package events
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Payload rules. They check what a consumer needs to act on an event; the
+// Fleet API rules of a placement or member are api.Validate's.
+
+func required(field, value string) error {
+	if value == "" {
+		return fmt.Errorf("%s: required", field)
+	}
+	return nil
+}
+
+func validatePlacementUpserted(p any) error {
+	v := p.(*PlacementUpserted)
+	return validatePlacementObject("placement", v.Placement.Name)
+}
+
+func validatePlacementDeleted(p any) error {
+	return required("name", p.(*PlacementDeleted).Name)
+}
+
+func validateMemberJoined(p any) error {
+	return required("member.metadata.name", p.(*MemberJoined).Member.Name)
+}
+
+func validateMemberUpdated(p any) error {
+	return required("member.metadata.name", p.(*MemberUpdated).Member.Name)
+}
+
+func validateMemberLeft(p any) error {
+	v := p.(*MemberLeft)
+	switch v.LeavePolicy {
+	case "", LeaveKeep, LeaveDelete:
+	default:
+		return fmt.Errorf("leavePolicy: %q is not Keep or Delete", v.LeavePolicy)
+	}
+	return required("name", v.Name)
+}
+
+func validateMemberHeartbeat(p any) error {
+	v := p.(*MemberHeartbeat)
+	if v.ObservedAt.IsZero() {
+		return errors.New("observedAt: required")
+	}
+	return required("name", v.Name)
+}
+
+func validateHubResourceUpserted(p any) error {
+	if len(p.(*HubResourceUpserted).Manifest) == 0 {
+		return errors.New("manifest: required")
+	}
+	return nil
+}
+
+func validateHubResourceDeleted(p any) error {
+	r := p.(*HubResourceDeleted).Resource
+	return errors.Join(required("resource.version", r.Version), required("resource.kind", r.Kind), required("resource.name", r.Name))
+}
+
+func validatePlacementScheduled(p any) error {
+	v := p.(*PlacementScheduled)
+	errs := []error{required("placement", v.Placement)}
+	for i, c := range v.Chosen {
+		errs = append(errs, required(fmt.Sprintf("chosen[%d].cluster", i), c.Cluster))
+	}
+	return errors.Join(errs...)
+}
+
+func validateSnapshotCreated(p any) error {
+	v := p.(*SnapshotCreated)
+	return errors.Join(required("placement", v.Placement), required("hash", v.Hash))
+}
+
+func validateWorkDesired(p any) error {
+	v := p.(*WorkDesired)
+	return errors.Join(required("cluster", v.Cluster), required("placement", v.Placement))
+}
+
+func validateWorkTombstoned(p any) error {
+	v := p.(*WorkTombstoned)
+	return errors.Join(required("cluster", v.Cluster), required("placement", v.Placement))
+}
+
+func validateRolloutProgressed(p any) error {
+	return required("placement", p.(*RolloutProgressed).Placement)
+}
+
+func validateWorkReported(p any) error {
+	v := p.(*WorkReported)
+	return errors.Join(required("cluster", v.Cluster), required("placement", v.Placement))
+}
+
+func validatePlacementStatusChanged(p any) error {
+	return required("placement.metadata.name", p.(*PlacementStatusChanged).Placement.Name)
+}
+
+func validatePlacementObject(field, name string) error {
+	return required(field+".metadata.name", name)
+}

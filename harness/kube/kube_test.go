@@ -1,0 +1,231 @@
+package kube_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/flotilla-dev/flotilla/harness/kube"
+)
+
+var (
+	namespaces  = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+	configMaps  = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	deployments = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+)
+
+func apply(t *testing.T, c dynamic.Interface, gvr schema.GroupVersionResource, obj map[string]any) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{Object: obj}
+	var ri dynamic.ResourceInterface = c.Resource(gvr)
+	if ns := u.GetNamespace(); ns != "" {
+		ri = c.Resource(gvr).Namespace(ns)
+	}
+	out, err := ri.Apply(t.Context(), u.GetName(), u, metav1.ApplyOptions{FieldManager: "flotilla-harness-test", Force: true})
+	if err != nil {
+		t.Fatalf("apply %s %s: %v", gvr.Resource, u.GetName(), err)
+	}
+	return out
+}
+
+// eventually polls cond until it returns nil, failing the test with cond's last error if that
+// takes more than a minute (a bound for a broken setup, not a speed check).
+func eventually(t *testing.T, what string, cond func(ctx context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	for {
+		err := cond(ctx)
+		if err == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: %v", what, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func TestMembersAreRealIsolatedClusters(t *testing.T) {
+	env := kube.StartT(t, 2)
+	members := env.Members()
+	if len(members) != 2 {
+		t.Fatalf("members = %v, want 2", members)
+	}
+	for _, m := range members {
+		t.Logf("%s: API server ready in %s, kubeconfig %s", m, env.ReadyTime(m), env.Kubeconfig(m))
+	}
+
+	clients := map[string]dynamic.Interface{}
+	for _, m := range members {
+		// Through the kubeconfig file, as an apply worker would be configured.
+		rc, err := clientcmd.BuildConfigFromFlags("", env.Kubeconfig(m))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := dynamic.NewForConfig(rc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clients[m] = c
+
+		dc, err := discovery.NewDiscoveryClientForConfig(env.RESTConfig(m))
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := dc.ServerVersion()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.GitVersion != kube.KubeVersion {
+			t.Errorf("%s reports version %s, want %s", m, v.GitVersion, kube.KubeVersion)
+		}
+	}
+
+	for _, m := range members {
+		c := clients[m]
+		apply(t, c, namespaces, map[string]any{
+			"apiVersion": "v1", "kind": "Namespace",
+			"metadata": map[string]any{"name": "shop"},
+		})
+		apply(t, c, configMaps, map[string]any{
+			"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": "settings", "namespace": "shop"},
+			"data":     map[string]any{"cluster": m},
+		})
+		got, err := c.Resource(configMaps).Namespace("shop").Get(t.Context(), "settings", metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("%s: read back: %v", m, err)
+		}
+		if v, _, _ := unstructured.NestedString(got.Object, "data", "cluster"); v != m {
+			t.Errorf("%s: configmap data.cluster = %q, want %q", m, v, m)
+		}
+	}
+
+	t.Run("isolation", func(t *testing.T) {
+		apply(t, clients["member-1"], configMaps, map[string]any{
+			"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": "only-on-member-1", "namespace": "shop"},
+		})
+		_, err := clients["member-2"].Resource(configMaps).Namespace("shop").Get(t.Context(), "only-on-member-1", metav1.GetOptions{})
+		if !apierrors.IsNotFound(err) {
+			t.Fatalf("an object created in member-1 is visible in member-2 (err %v)", err)
+		}
+		got, err := clients["member-2"].Resource(configMaps).Namespace("shop").Get(t.Context(), "settings", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, _, _ := unstructured.NestedString(got.Object, "data", "cluster"); v != "member-2" {
+			t.Fatalf("member-2 sees member-1's write: data.cluster = %q", v)
+		}
+	})
+
+	t.Run("deployment controller reports status", func(t *testing.T) {
+		c := clients["member-1"]
+		apply(t, c, deployments, map[string]any{
+			"apiVersion": "apps/v1", "kind": "Deployment",
+			"metadata": map[string]any{"name": "web", "namespace": "shop"},
+			"spec": map[string]any{
+				"replicas": int64(0),
+				"selector": map[string]any{"matchLabels": map[string]any{"app": "web"}},
+				"template": map[string]any{
+					"metadata": map[string]any{"labels": map[string]any{"app": "web"}},
+					"spec": map[string]any{"containers": []any{
+						map[string]any{"name": "web", "image": "nginx:1.27"},
+					}},
+				},
+			},
+		})
+		eventually(t, "deployment web never reported Available", func(ctx context.Context) error {
+			d, err := c.Resource(deployments).Namespace("shop").Get(ctx, "web", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			conds, _, _ := unstructured.NestedSlice(d.Object, "status", "conditions")
+			for _, cond := range conds {
+				m, _ := cond.(map[string]any)
+				if m["type"] == "Available" && m["status"] == "True" {
+					return nil
+				}
+			}
+			return fmt.Errorf("conditions %v", conds)
+		})
+	})
+
+	t.Run("namespace deletion completes", func(t *testing.T) {
+		for _, m := range members {
+			c := clients[m]
+			if err := c.Resource(namespaces).Delete(t.Context(), "shop", metav1.DeleteOptions{}); err != nil {
+				t.Fatalf("%s: delete namespace: %v", m, err)
+			}
+			eventually(t, m+": namespace shop never went away", func(ctx context.Context) error {
+				ns, err := c.Resource(namespaces).Get(ctx, "shop", metav1.GetOptions{})
+				if apierrors.IsNotFound(err) {
+					return nil
+				}
+				if err != nil {
+					return err
+				}
+				phase, _, _ := unstructured.NestedString(ns.Object, "status", "phase")
+				return fmt.Errorf("still there, phase %s", phase)
+			})
+		}
+	})
+}
+
+func TestStopKillsEverything(t *testing.T) {
+	env, err := kube.Start(t.Context(), kube.Options{N: 1, NoControllerManager: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("member-1 ready in %s", env.ReadyTime("member-1"))
+	dc, err := discovery.NewDiscoveryClientForConfig(env.RESTConfig("member-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dc.ServerVersion(); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	rc := env.RESTConfig("member-1")
+	rc.Timeout = 5 * time.Second
+	dc, err = discovery.NewDiscoveryClientForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dc.ServerVersion(); err == nil {
+		t.Fatal("the API server still answers after Stop")
+	}
+	if err := env.Stop(); err != nil {
+		t.Fatalf("second Stop: %v", err)
+	}
+}
+
+func TestMissingBinariesSayHowToBuildThem(t *testing.T) {
+	t.Setenv(kube.EnvBinDir, "")
+	t.Setenv("FLOTILLA_CACHE", t.TempDir())
+	_, err := kube.BinDir()
+	if err == nil {
+		t.Fatal("an empty cache was accepted")
+	}
+	if !strings.Contains(err.Error(), "make kube-bins") {
+		t.Errorf("error %q does not say to run make kube-bins", err)
+	}
+	_, err = kube.Start(t.Context(), kube.Options{})
+	if err == nil || !strings.Contains(err.Error(), "make kube-bins") {
+		t.Errorf("Start without binaries: %v", err)
+	}
+}

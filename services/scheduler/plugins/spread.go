@@ -1,0 +1,205 @@
+package plugins
+
+import (
+	"fmt"
+
+	"github.com/flotilla-dev/flotilla/services/scheduler/framework"
+)
+
+// ScheduleAnywayPenalty is subtracted from the topology spread score of a pick
+// that breaks a ScheduleAnyway constraint, so such picks come last.
+const ScheduleAnywayPenalty = 1000
+
+// TopologySpread spreads PickN placements over topology domains (the values of
+// a label, e.g. region). Placing one more cluster in a domain holding c picks,
+// when the emptiest domain holds min, is a violation if c+1-min > maxSkew:
+// DoNotSchedule filters such picks, ScheduleAnyway scores them
+// -ScheduleAnywayPenalty. Other picks score minus the change in skew
+// (largest - smallest count), so picks that even out the spread come first.
+// Domains are the label values seen on the clusters holding the placement and
+// on the candidates; clusters without the label are outside the spread.
+type TopologySpread struct{}
+
+// Name implements framework.Plugin.
+func (TopologySpread) Name() string { return "TopologySpread" }
+
+// Spreader implements framework.SpreadPlugin.
+func (TopologySpread) Spreader(c *framework.Cycle, placed, candidates []*framework.Member) framework.Spreader {
+	cons := c.Policy.Spread
+	if c.Policy.Type != framework.PickN || len(cons) == 0 {
+		return nil
+	}
+	k := len(cons)
+	n := len(placed) + len(candidates)
+	member := func(i int) *framework.Member {
+		if i < len(placed) {
+			return placed[i]
+		}
+		return candidates[i-len(placed)]
+	}
+
+	// Domains of every member, per constraint; -1 when the member lacks the key.
+	doms := make([]int32, n*k)
+	s := &spreader{cons: cons, k: k, counts: make([]domainCounts, k)}
+	for ci := range cons {
+		key := cons[ci].TopologyKey
+		ids := make(map[string]int32)
+		for i := range n {
+			v, ok := member(i).Labels[key]
+			if !ok {
+				doms[i*k+ci] = -1
+				continue
+			}
+			id, ok := ids[v]
+			if !ok {
+				id = int32(len(ids))
+				ids[v] = id
+			}
+			doms[i*k+ci] = id
+		}
+		s.counts[ci] = domainCounts{
+			n: make([]int32, len(ids)),
+			violation: framework.Reason{Code: framework.ReasonTopologySpread, Message: fmt.Sprintf(
+				"placing the resources on the cluster would violate topology spread constraint %q (max skew %d)",
+				key, cons[ci].MaxSkew)},
+		}
+	}
+
+	// Members sitting in the same domains for every constraint form a group.
+	// Group ids are kept dense by numbering combinations as they appear.
+	groupOf := make([]int32, n)
+	ids := make(map[string]int32)
+	key := make([]byte, 4*k)
+	for i := range n {
+		for ci := range k {
+			d := uint32(doms[i*k+ci])
+			key[4*ci], key[4*ci+1], key[4*ci+2], key[4*ci+3] = byte(d), byte(d>>8), byte(d>>16), byte(d>>24)
+		}
+		g, ok := ids[string(key)] // the compiler does not allocate for this lookup
+		if !ok {
+			g = int32(len(ids))
+			ids[string(key)] = g
+			s.groupDoms = append(s.groupDoms, doms[i*k:(i+1)*k]...)
+		}
+		groupOf[i] = g
+	}
+	s.groups = len(ids)
+	s.groupByMember = make([]int32, c.Members.Len())
+	for i := range s.groupByMember {
+		s.groupByMember[i] = -1
+	}
+	for i := range n {
+		s.groupByMember[member(i).Index()] = groupOf[i]
+	}
+	for ci := range s.counts {
+		s.counts[ci].recount()
+	}
+	for i := range placed {
+		s.Place(int(groupOf[i]))
+	}
+	return s
+}
+
+type spreader struct {
+	cons          []framework.SpreadConstraint
+	k             int
+	counts        []domainCounts // per constraint
+	groups        int
+	groupDoms     []int32 // k domains per group
+	groupByMember []int32 // by member index
+}
+
+// domainCounts counts picks per domain of one constraint, tracking the
+// smallest and largest count incrementally.
+type domainCounts struct {
+	n        []int32
+	min      int32
+	minCount int32 // domains at min
+	max      int32
+	// violation is the constraint's rejection, rendered once.
+	violation framework.Reason
+}
+
+func (d *domainCounts) recount() {
+	if len(d.n) == 0 {
+		return
+	}
+	d.min, d.max, d.minCount = d.n[0], d.n[0], 0
+	for _, c := range d.n {
+		d.min = min(d.min, c)
+		d.max = max(d.max, c)
+	}
+	for _, c := range d.n {
+		if c == d.min {
+			d.minCount++
+		}
+	}
+}
+
+func (s *spreader) Groups() int { return s.groups }
+
+func (s *spreader) Group(m *framework.Member) int { return int(s.groupByMember[m.Index()]) }
+
+func (s *spreader) Evaluate(g int) (framework.Reason, int32) {
+	var score int32
+	for ci := range s.cons {
+		d := s.groupDoms[g*s.k+ci]
+		if d < 0 {
+			continue
+		}
+		dc := &s.counts[ci]
+		c := dc.n[d]
+		if int(c+1-dc.min) > s.cons[ci].MaxSkew {
+			if s.cons[ci].WhenUnsatisfiable == framework.ScheduleAnyway {
+				score -= ScheduleAnywayPenalty
+				continue
+			}
+			return dc.violation, 0
+		}
+		newMax, newMin := max(dc.max, c+1), dc.min
+		if c == dc.min && dc.minCount == 1 {
+			newMin++
+		}
+		score -= (newMax - newMin) - (dc.max - dc.min)
+	}
+	return framework.Reason{}, score
+}
+
+func (s *spreader) Place(g int) {
+	for ci := range s.cons {
+		d := s.groupDoms[g*s.k+ci]
+		if d < 0 {
+			continue
+		}
+		dc := &s.counts[ci]
+		c := dc.n[d]
+		dc.n[d]++
+		dc.max = max(dc.max, c+1)
+		if c == dc.min {
+			if dc.minCount--; dc.minCount == 0 {
+				dc.recount()
+			}
+		}
+	}
+}
+
+func (s *spreader) Unplace(g int) {
+	for ci := range s.cons {
+		d := s.groupDoms[g*s.k+ci]
+		if d < 0 {
+			continue
+		}
+		dc := &s.counts[ci]
+		c := dc.n[d]
+		dc.n[d]--
+		switch {
+		case c-1 < dc.min:
+			dc.min, dc.minCount = c-1, 1
+		case c-1 == dc.min:
+			dc.minCount++
+		}
+		if c == dc.max {
+			dc.recount()
+		}
+	}
+}

@@ -1,0 +1,376 @@
+// Package schedule decides where a placement goes: given its compiled policy,
+// the member clusters and the previous decision, Decide returns the chosen
+// clusters with their scores, the clusters removed and the clusters not
+// chosen, each with a reason.
+//
+// Decisions are sticky, as in Fleet. Under an unchanged policy key (numberOfClusters
+// aside) clusters already chosen are not re-evaluated: they stay until they
+// leave the fleet, raising numberOfClusters only adds, lowering it removes the
+// lowest-scored, a PickN placement replaces a cluster that left, and a PickAll
+// placement takes in every new eligible cluster. A new policy key re-evaluates
+// every cluster, keeping those already chosen that still fit before adding
+// others. A cluster that misses heartbeats keeps what it holds but is not
+// chosen anew.
+//
+// Decide is pure: no clock, no I/O. A service keeps the members and each
+// placement's last decision in memory and calls it on every change.
+package schedule
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/flotilla-dev/flotilla/services/scheduler/framework"
+	"github.com/flotilla-dev/flotilla/services/scheduler/plugins"
+)
+
+// Scheduler makes decisions with one plugin profile. It holds no state and is
+// safe for concurrent use.
+type Scheduler struct {
+	profile framework.Profile
+}
+
+// New returns a scheduler running the plugins of profile.
+func New(profile framework.Profile) *Scheduler { return &Scheduler{profile: profile} }
+
+var defaultScheduler = New(plugins.Default())
+
+// Decide decides with the default plugins; see Scheduler.Decide.
+func Decide(policy *framework.Policy, members *framework.MemberSet, previous *Decision, now time.Time) *Decision {
+	return defaultScheduler.Decide(policy, members, previous, now)
+}
+
+// Decide places policy over members at now. previous is the placement's last
+// decision, or nil for a new placement; it is not modified.
+func (s *Scheduler) Decide(policy *framework.Policy, members *framework.MemberSet, previous *Decision, now time.Time) *Decision {
+	r := &run{
+		s:      s,
+		p:      policy,
+		cy:     framework.NewCycle(policy, members, now),
+		prev:   previous,
+		sticky: previous != nil && previous.PolicyKey == policy.Key && previous.Type == policy.Type,
+		out:    make([]outcome, members.Len()),
+	}
+	r.collectHeld()
+	switch policy.Type {
+	case framework.PickFixed:
+		r.pickFixed()
+	case framework.PickN:
+		r.pickN()
+	default:
+		r.pickAll()
+	}
+	return r.decision()
+}
+
+type outcomeKind uint8
+
+const (
+	undecided outcomeKind = iota
+	chosen
+	removed
+	notChosen
+)
+
+// outcome is what the decision does with one member, by member index.
+type outcome struct {
+	kind   outcomeKind
+	action Action
+	scores Scores
+	reason framework.Reason
+}
+
+// entry is a member in the running for a pick.
+type entry struct {
+	m        *framework.Member
+	idx      int32
+	group    int32
+	affinity int32
+	spread   int32
+}
+
+type run struct {
+	s      *Scheduler
+	p      *framework.Policy
+	cy     *framework.Cycle
+	prev   *Decision
+	sticky bool
+	out    []outcome
+	// gone lists previously chosen clusters that are no longer members, and
+	// PickFixed names that are not members.
+	gone    []Unchosen
+	missing []Unchosen
+}
+
+var (
+	reasonLeft      = framework.Reason{Code: framework.ReasonLeft, Message: "the cluster is no longer a member of the fleet"}
+	reasonGoneAway  = framework.Reason{Code: framework.ReasonNotJoined, Message: "the cluster is no longer joined to the fleet"}
+	reasonLeaving   = framework.Reason{Code: framework.ReasonLeaving, Message: "the cluster is leaving the fleet"}
+	reasonNotFound  = framework.Reason{Code: framework.ReasonNotFound, Message: "no member cluster has this name"}
+	reasonNotNamed  = framework.Reason{Code: framework.ReasonNotInClusterNames, Message: "the policy no longer names the cluster"}
+	reasonScaleDown = framework.Reason{Code: framework.ReasonScaledDown, Message: "numberOfClusters was lowered and the cluster scored lowest"}
+)
+
+// collectHeld marks the previously chosen clusters: kept (with their recorded
+// scores) while they remain joined members, removed otherwise.
+func (r *run) collectHeld() {
+	if r.prev == nil {
+		return
+	}
+	for _, c := range r.prev.Chosen {
+		m, ok := r.cy.Members.Get(c.Cluster)
+		if !ok {
+			r.gone = append(r.gone, Unchosen{Cluster: c.Cluster, Reason: reasonLeft})
+			continue
+		}
+		o := &r.out[m.Index()]
+		switch {
+		case !m.Joined:
+			*o = outcome{kind: removed, reason: reasonGoneAway}
+		case m.Leaving:
+			*o = outcome{kind: removed, reason: reasonLeaving}
+		default:
+			*o = outcome{kind: chosen, action: Kept, scores: c.Scores}
+			r.cy.MarkHeld(m)
+		}
+	}
+}
+
+// filter runs the filter plugins; the first rejection wins.
+func (r *run) filter(m *framework.Member) framework.Reason {
+	for _, f := range r.s.profile.Filters {
+		if reason := f.Filter(r.cy, m); reason.Rejected() {
+			return reason
+		}
+	}
+	return framework.Reason{}
+}
+
+// refilter re-evaluates a held cluster under a changed policy; it returns
+// false after marking the cluster removed.
+func (r *run) refilter(m *framework.Member, o *outcome) bool {
+	reason := r.filter(m)
+	if !reason.Rejected() {
+		return true
+	}
+	reason.Message = "the updated policy rejects the cluster: " + reason.Message
+	*o = outcome{kind: removed, reason: reason}
+	return false
+}
+
+func (r *run) pickAll() {
+	for _, m := range r.cy.Members.All() {
+		o := &r.out[m.Index()]
+		switch o.kind {
+		case chosen:
+			if !r.sticky && r.refilter(m, o) {
+				o.scores = Scores{}
+			}
+		case undecided:
+			if reason := r.filter(m); reason.Rejected() {
+				*o = outcome{kind: notChosen, reason: reason}
+			} else {
+				*o = outcome{kind: chosen, action: Added}
+			}
+		}
+	}
+}
+
+func (r *run) pickFixed() {
+	names := r.p.ClusterNames
+	for _, m := range r.cy.Members.All() {
+		o := &r.out[m.Index()]
+		if o.kind == chosen {
+			if _, named := slices.BinarySearch(names, m.Name); !named {
+				*o = outcome{kind: removed, reason: reasonNotNamed}
+			}
+		}
+	}
+	for _, name := range names {
+		m, ok := r.cy.Members.Get(name)
+		if !ok {
+			r.missing = append(r.missing, Unchosen{Cluster: name, Reason: reasonNotFound})
+			continue
+		}
+		o := &r.out[m.Index()]
+		if o.kind != undecided {
+			continue // kept, or removed for leaving
+		}
+		if reason := r.filter(m); reason.Rejected() {
+			*o = outcome{kind: notChosen, reason: reason}
+		} else {
+			*o = outcome{kind: chosen, action: Added}
+		}
+	}
+}
+
+func (r *run) pickN() {
+	n := r.p.NumberOfClusters
+	var held, cands []entry
+	for _, m := range r.cy.Members.All() {
+		o := &r.out[m.Index()]
+		switch o.kind {
+		case chosen:
+			if r.sticky || r.refilter(m, o) {
+				held = append(held, entry{m: m, idx: int32(m.Index())})
+			}
+		case undecided:
+			if reason := r.filter(m); reason.Rejected() {
+				*o = outcome{kind: notChosen, reason: reason}
+			} else {
+				cands = append(cands, entry{m: m, idx: int32(m.Index())})
+			}
+		}
+	}
+
+	notPicked := framework.Reason{Code: framework.ReasonNotPicked,
+		Message: fmt.Sprintf("the placement already has the %d clusters its policy asks for", n)}
+	if r.sticky && len(held) == n {
+		// Nothing to add or remove: no need to score.
+		for _, e := range cands {
+			r.out[e.idx] = outcome{kind: notChosen, reason: notPicked}
+		}
+		return
+	}
+
+	heldMembers, candMembers := membersOf(held), membersOf(cands)
+	scored := r.score(held, cands, heldMembers, candMembers)
+	addTo := func(action Action) func(e *entry) {
+		return func(e *entry) {
+			r.out[e.idx] = outcome{kind: chosen, action: action, scores: Scores{Affinity: e.affinity, TopologySpread: e.spread}}
+		}
+	}
+	notChosenFor := func(e *entry, reason framework.Reason) {
+		if reason.Code == framework.ReasonNotPicked {
+			reason = notPicked
+		}
+		r.out[e.idx] = outcome{kind: notChosen, reason: reason}
+	}
+
+	if r.sticky {
+		var sp framework.Spreader
+		if r.s.profile.Spread != nil {
+			sp = r.s.profile.Spread.Spreader(r.cy, heldMembers, candMembers)
+		}
+		if len(held) > n {
+			scaleDown(held, len(held)-n, sp, scored, func(e *entry) {
+				r.out[e.idx] = outcome{kind: removed, reason: reasonScaleDown}
+			})
+			for _, e := range cands {
+				r.out[e.idx] = outcome{kind: notChosen, reason: notPicked}
+			}
+			return
+		}
+		pick(cands, n-len(held), sp, scored, addTo(Added), notChosenFor)
+		return
+	}
+
+	// A changed policy: the clusters already chosen that still fit go first,
+	// then the other candidates, all spread as one set.
+	var sp framework.Spreader
+	if r.s.profile.Spread != nil {
+		sp = r.s.profile.Spread.Spreader(r.cy, nil, append(heldMembers, candMembers...))
+	}
+	dropped := framework.Reason{Code: framework.ReasonNotPicked,
+		Message: fmt.Sprintf("the updated policy needs %d clusters and picked higher-scored ones", n)}
+	kept := pick(held, n, sp, scored, addTo(Kept), func(e *entry, reason framework.Reason) {
+		if reason.Code == framework.ReasonNotPicked {
+			reason = dropped
+		} else {
+			reason.Message = "the updated policy rejects the cluster: " + reason.Message
+		}
+		r.out[e.idx] = outcome{kind: removed, reason: reason}
+	})
+	pick(cands, n-kept, sp, scored, addTo(Added), notChosenFor)
+}
+
+// score fills in the affinity scores of held and candidate entries; it reports
+// whether any plugin scored (if none did, entries stay in name order).
+func (r *run) score(held, cands []entry, heldMembers, candMembers []*framework.Member) bool {
+	var scorers []framework.Scorer
+	all := append(heldMembers[:len(heldMembers):len(heldMembers)], candMembers...)
+	for _, p := range r.s.profile.Scorers {
+		if sc := p.Scorer(r.cy, all); sc != nil {
+			scorers = append(scorers, sc)
+		}
+	}
+	if len(scorers) == 0 {
+		return false
+	}
+	for _, es := range [][]entry{held, cands} {
+		for i := range es {
+			var total int32
+			for _, sc := range scorers {
+				total += sc.Score(es[i].m)
+			}
+			es[i].affinity = total
+		}
+	}
+	return true
+}
+
+func membersOf(es []entry) []*framework.Member {
+	ms := make([]*framework.Member, len(es))
+	for i := range es {
+		ms[i] = es[i].m
+	}
+	return ms
+}
+
+// decision assembles the outcome, in name order.
+func (r *run) decision() *Decision {
+	d := &Decision{PolicyKey: r.p.Key, Type: r.p.Type}
+	if r.p.Type == framework.PickN {
+		d.NumberOfClusters = r.p.NumberOfClusters
+	}
+	var nChosen, nRemoved, nNot int
+	for i := range r.out {
+		switch r.out[i].kind {
+		case chosen:
+			nChosen++
+		case removed:
+			nRemoved++
+		case notChosen:
+			nNot++
+		}
+	}
+	d.Chosen = make([]Chosen, 0, nChosen)
+	if nRemoved+len(r.gone) > 0 {
+		d.Removed = make([]Unchosen, 0, nRemoved+len(r.gone))
+	}
+	if nNot+len(r.missing) > 0 {
+		d.NotChosen = make([]Unchosen, 0, nNot+len(r.missing))
+	}
+	for i, m := range r.cy.Members.All() {
+		o := &r.out[i]
+		switch o.kind {
+		case chosen:
+			d.Chosen = append(d.Chosen, Chosen{Cluster: m.Name, Action: o.action, Scores: o.scores})
+		case removed:
+			d.Removed = append(d.Removed, Unchosen{Cluster: m.Name, Reason: o.reason})
+		case notChosen:
+			d.NotChosen = append(d.NotChosen, Unchosen{Cluster: m.Name, Reason: o.reason})
+		}
+	}
+	byName := func(a, b Unchosen) int { return cmp.Compare(a.Cluster, b.Cluster) }
+	if len(r.gone) > 0 {
+		d.Removed = append(d.Removed, r.gone...)
+		slices.SortFunc(d.Removed, byName)
+	}
+	if len(r.missing) > 0 {
+		d.NotChosen = append(d.NotChosen, r.missing...)
+		slices.SortFunc(d.NotChosen, byName)
+	}
+	switch r.p.Type {
+	case framework.PickN:
+		d.Needed = r.p.NumberOfClusters
+	case framework.PickFixed:
+		d.Needed = len(r.p.ClusterNames)
+	default:
+		d.Needed = len(d.Chosen)
+	}
+	d.Fulfilled = len(d.Chosen) >= d.Needed
+	return d
+}

@@ -1,0 +1,3 @@
+module github.com/flotilla-dev/flotilla/services/status
+
+go 1.26.0
