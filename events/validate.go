@@ -1,8 +1,11 @@
 package events
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/flotilla-dev/flotilla/events/api"
 )
 
 // Payload rules. They check what a consumer needs to act on an event; the
@@ -16,8 +19,9 @@ func required(field, value string) error {
 }
 
 func validatePlacementUpserted(p any) error {
-	v := p.(*PlacementUpserted)
-	return validatePlacementObject("placement", v.Placement.Name)
+	crp := clone(&p.(*PlacementUpserted).Placement)
+	api.SetDefaults(crp)
+	return prefixed("placement", api.ValidatePlacement(crp).ToError())
 }
 
 func validatePlacementDeleted(p any) error {
@@ -25,11 +29,39 @@ func validatePlacementDeleted(p any) error {
 }
 
 func validateMemberJoined(p any) error {
-	return required("member.metadata.name", p.(*MemberJoined).Member.Name)
+	return validateMember(&p.(*MemberJoined).Member)
 }
 
 func validateMemberUpdated(p any) error {
-	return required("member.metadata.name", p.(*MemberUpdated).Member.Name)
+	return validateMember(&p.(*MemberUpdated).Member)
+}
+
+func validateMember(m *api.MemberCluster) error {
+	mc := clone(m)
+	api.Default(mc)
+	return prefixed("member", api.ValidateMemberCluster(mc).ToError())
+}
+
+// clone deep-copies an API object, so that defaulting for validation leaves
+// the payload as its producer wrote it.
+func clone[T any](v *T) *T {
+	var out T
+	b, err := json.Marshal(v)
+	if err == nil {
+		err = json.Unmarshal(b, &out)
+	}
+	if err != nil {
+		panic(fmt.Sprintf("clone %T: %v", v, err)) // cannot happen: v was decoded from JSON
+	}
+	return &out
+}
+
+// prefixed puts the payload field in front of an object's field errors.
+func prefixed(field string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", field, err)
 }
 
 func validateMemberLeft(p any) error {
@@ -97,8 +129,4 @@ func validateWorkReported(p any) error {
 
 func validatePlacementStatusChanged(p any) error {
 	return required("placement.metadata.name", p.(*PlacementStatusChanged).Placement.Name)
-}
-
-func validatePlacementObject(field, name string) error {
-	return required(field+".metadata.name", name)
 }

@@ -88,10 +88,38 @@ func DecodeAll(r io.Reader) ([]Document, error) {
 		}
 	}
 	if splitErr != nil {
-		errs = append(errs, &DocumentError{Index: len(raws), Item: -1, Err: splitErr})
+		errs = append(errs, &DocumentError{Index: len(raws), Item: -1, Err: splitErr, Hint: layoutHint(data)})
+	}
+	if len(raws) == 0 && splitErr == nil && bytes.Contains(data, []byte("apiVersion:")) {
+		errs = append(errs, &DocumentError{Item: -1,
+			Err:  errors.New("the input mentions apiVersion but holds no YAML document; the manifest may be inside a comment"),
+			Hint: layoutHint(data)})
 	}
 	warnAboutNBSP(raws, docs, nbspLines)
 	return docs, errors.Join(errs...)
+}
+
+// layoutHint recognises YAML whose layout was lost in copying: several
+// key-value pairs on one line (line breaks lost), or nested keys with no line
+// indented (indentation lost).
+func layoutHint(data []byte) string {
+	lines := strings.Split(string(data), "\n")
+	indented, opening := 0, 0
+	for _, l := range lines {
+		if strings.Contains(l, "apiVersion: ") && strings.Contains(l, " kind: ") {
+			return "the manifest seems to have lost its line breaks (apiVersion and kind are on the same line), as happens when YAML is copied from some web pages; restore them"
+		}
+		if strings.HasPrefix(l, " ") || strings.HasPrefix(l, "\t") {
+			indented++
+		}
+		if strings.HasSuffix(strings.TrimRight(l, " \r"), ":") {
+			opening++
+		}
+	}
+	if indented == 0 && opening >= 2 {
+		return lostIndentationHint
+	}
+	return ""
 }
 
 // warnAboutNBSP tells each document on which of its lines non-breaking spaces
@@ -418,6 +446,8 @@ func strictUnmarshal(data []byte, obj any) ErrorList {
 	return errs
 }
 
+const lostIndentationHint = "the document seems to have lost its indentation (every line starts in the same column), as happens when YAML is copied from some web pages; restore the indentation"
+
 // indentationHint recognises a document whose indentation was lost, as happens
 // when YAML is copied from some web pages: metadata is empty and its fields
 // follow at the top level.
@@ -435,7 +465,7 @@ func indentationHint(root *yaml.Node) string {
 			switch next.Value {
 			case "name", "namespace", "generateName", "labels", "annotations":
 				if next.Column == root.Content[i].Column {
-					return "the document seems to have lost its indentation (every line starts in the same column), as happens when YAML is copied from some web pages; restore the indentation"
+					return lostIndentationHint
 				}
 			}
 		}

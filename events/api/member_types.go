@@ -90,3 +90,13 @@ type AgentStatus struct {
 	Conditions            []metav1.Condition `json:"conditions,omitempty"`
 	LastReceivedHeartbeat metav1.Time        `json:"lastReceivedHeartbeat,omitempty"`
 }
+
+// MemberClusterConditionType is a condition type of a MemberCluster.
+type MemberClusterConditionType string
+
+// Member cluster condition types, as upstream.
+const (
+	ConditionTypeMemberClusterReadyToJoin MemberClusterConditionType = "ReadyToJoin"
+	ConditionTypeMemberClusterJoined      MemberClusterConditionType = "Joined"
+	ConditionTypeMemberClusterHealthy     MemberClusterConditionType = "Healthy"
+)

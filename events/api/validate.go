@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"reflect"
 	"regexp"
 	"strings"
 
@@ -93,8 +94,8 @@ func fromFieldErrors(errs field.ErrorList) ErrorList {
 }
 
 func quoteValue(v any) string {
-	if s, ok := v.(string); ok {
-		return fmt.Sprintf("%q", s)
+	if v != nil && reflect.TypeOf(v).Kind() == reflect.String {
+		return fmt.Sprintf("%q", v)
 	}
 	return fmt.Sprintf("%v", v)
 }

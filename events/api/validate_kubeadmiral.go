@@ -1,6 +1,8 @@
 package api
 
 import (
+	"maps"
+	"slices"
 	"strconv"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -30,9 +32,9 @@ func validatePropagationPolicySpec(p *problems, s *PropagationPolicySpec, path *
 	case !isEnumValue(s.SchedulingMode):
 		p.add(ErrorTypeNotSupported, path.Child("schedulingMode"), "%q is not supported; use %s", s.SchedulingMode, enumList[SchedulingMode]())
 	}
-	for k, v := range s.ClusterSelector {
+	for _, k := range slices.Sorted(maps.Keys(s.ClusterSelector)) {
 		validateLabelKey(p, k, path.Child("clusterSelector").Key(k))
-		validateLabelValue(p, v, path.Child("clusterSelector").Key(k))
+		validateLabelValue(p, s.ClusterSelector[k], path.Child("clusterSelector").Key(k))
 	}
 	for i, term := range s.ClusterAffinity {
 		tp := path.Child("clusterAffinity").Index(i)

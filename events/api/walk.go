@@ -362,7 +362,12 @@ func suggest(name string, fields map[string]reflect.Type) string {
 		if strings.EqualFold(f, name) {
 			return f
 		}
-		if d := editDistance(strings.ToLower(name), strings.ToLower(f)); d < bestDist || (d == bestDist && best != "" && f < best) {
+		lf, ln := strings.ToLower(f), strings.ToLower(name)
+		d := editDistance(ln, lf)
+		if min(len(lf), len(ln)) >= 4 && (strings.HasPrefix(lf, ln) || strings.HasPrefix(ln, lf)) {
+			d = min(d, 1) // a truncated or extended name: heartbeatPeriod for heartbeatPeriodSeconds
+		}
+		if d < bestDist || (d == bestDist && best != "" && f < best) {
 			best, bestDist = f, d
 		}
 	}

@@ -131,7 +131,8 @@ func (m *Member) HeartbeatFresh(now time.Time) bool {
 // and replace it (With, Without) when a member changes.
 type MemberSet struct {
 	members []*Member
-	byName  map[string]*Member
+	byName  map[string]int // index in members
+	cols    columns
 }
 
 // NewMemberSet builds a set from members; a later member replaces an earlier
@@ -147,13 +148,31 @@ func NewMemberSet(members ...*Member) *MemberSet {
 		list = append(list, m)
 	}
 	slices.SortFunc(list, func(a, b *Member) int { return cmp.Compare(a.Name, b.Name) })
+	index := make(map[string]int, len(list))
 	for i, m := range list {
 		c := *m
 		c.index = i
 		list[i] = &c
-		byName[c.Name] = &c
+		index[c.Name] = i
 	}
-	return &MemberSet{members: list, byName: byName}
+	return &MemberSet{members: list, byName: index, cols: buildColumns(list)}
+}
+
+// Label returns the column of a label key, or nil when no member has the key.
+func (s *MemberSet) Label(key string) *LabelColumn {
+	if s == nil {
+		return nil
+	}
+	return s.cols.labels[key]
+}
+
+// PropertyColumn returns the column of a property, or nil when no member
+// reports it.
+func (s *MemberSet) PropertyColumn(name string) *PropertyColumn {
+	if s == nil {
+		return nil
+	}
+	return s.cols.properties[name]
 }
 
 // Len is the number of members.
@@ -172,8 +191,11 @@ func (s *MemberSet) Get(name string) (*Member, bool) {
 	if s == nil {
 		return nil, false
 	}
-	m, ok := s.byName[name]
-	return m, ok
+	i, ok := s.byName[name]
+	if !ok {
+		return nil, false
+	}
+	return s.members[i], true
 }
 
 // All returns the members in name order; the slice must not be modified.
@@ -184,8 +206,18 @@ func (s *MemberSet) All() []*Member {
 	return s.members
 }
 
-// With returns a new set in which m is added or replaces the member of its name.
+// With returns a new set in which m is added or replaces the member of its
+// name. Replacing is cheap (the common case: a heartbeat, new properties);
+// adding re-indexes the whole set.
 func (s *MemberSet) With(m *Member) *MemberSet {
+	if old, ok := s.Get(m.Name); ok {
+		c := *m
+		c.index = old.index
+		list := slices.Clone(s.members)
+		list[c.index] = &c
+		// Names keep their indexes, so the name index is shared.
+		return &MemberSet{members: list, byName: s.byName, cols: s.cols.replaceRow(c.index, old, &c, len(list))}
+	}
 	list := make([]*Member, 0, s.Len()+1)
 	for _, old := range s.All() {
 		if old.Name != m.Name {

@@ -46,9 +46,23 @@ type Plugin interface {
 // FilterPlugin rejects clusters that cannot take the placement.
 type FilterPlugin interface {
 	Plugin
-	// Filter returns the zero Reason when m may take the placement.
-	Filter(c *Cycle, m *Member) Reason
+	// Filterer prepares filtering for a decision (e.g. binds selectors to the
+	// members' columns); it returns nil when the policy gives the plugin
+	// nothing to check.
+	Filterer(c *Cycle) Filterer
 }
+
+// Filterer filters one member at a time.
+type Filterer interface {
+	// Filter returns the zero Reason when m may take the placement.
+	Filter(m *Member) Reason
+}
+
+// FilterFunc is a Filterer from a function.
+type FilterFunc func(m *Member) Reason
+
+// Filter calls f.
+func (f FilterFunc) Filter(m *Member) Reason { return f(m) }
 
 // ScorePlugin ranks clusters that passed every filter. Its score adds to the
 // affinity score.

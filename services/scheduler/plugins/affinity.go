@@ -15,16 +15,22 @@ type RequiredAffinity struct{}
 // Name implements framework.Plugin.
 func (RequiredAffinity) Name() string { return "ClusterAffinity" }
 
-// Filter implements framework.FilterPlugin.
-func (RequiredAffinity) Filter(c *framework.Cycle, m *framework.Member) framework.Reason {
+// Filterer implements framework.FilterPlugin.
+func (RequiredAffinity) Filterer(c *framework.Cycle) framework.Filterer {
 	terms := c.Policy.Required
 	if len(terms) == 0 {
-		return framework.Reason{}
+		return nil
 	}
+	matchers := make([]framework.Matcher, len(terms))
 	for i := range terms {
-		if terms[i].Matches(m) {
-			return framework.Reason{}
-		}
+		matchers[i] = terms[i].Bind(c.Members)
 	}
-	return reasonAffinity
+	return framework.FilterFunc(func(m *framework.Member) framework.Reason {
+		for i := range matchers {
+			if matchers[i].Matches(m) {
+				return framework.Reason{}
+			}
+		}
+		return reasonAffinity
+	})
 }

@@ -46,7 +46,7 @@ func TestRequiredAffinity(t *testing.T) {
 			c, set := fleet(t, &framework.Policy{Type: framework.PickAll, Required: tc.terms}, specs...)
 			var got []string
 			for _, m := range set.All() {
-				r := RequiredAffinity{}.Filter(c, m)
+				r := filter(RequiredAffinity{}, c, m)
 				if !r.Rejected() {
 					got = append(got, m.Name)
 				} else if r.Code != framework.ReasonAffinityMismatch {

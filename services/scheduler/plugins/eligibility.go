@@ -21,8 +21,12 @@ type Eligibility struct{}
 // Name implements framework.Plugin.
 func (Eligibility) Name() string { return "ClusterEligibility" }
 
-// Filter implements framework.FilterPlugin.
-func (Eligibility) Filter(c *framework.Cycle, m *framework.Member) framework.Reason {
+// Filterer implements framework.FilterPlugin.
+func (Eligibility) Filterer(c *framework.Cycle) framework.Filterer {
+	return framework.FilterFunc(func(m *framework.Member) framework.Reason { return eligible(c, m) })
+}
+
+func eligible(c *framework.Cycle, m *framework.Member) framework.Reason {
 	switch {
 	case !m.Joined:
 		return reasonNotJoined

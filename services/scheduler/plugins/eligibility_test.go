@@ -41,7 +41,7 @@ func TestEligibility(t *testing.T) {
 		{"slow-beat", "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := Eligibility{}.Filter(c, get(t, set, tc.name))
+			got := filter(Eligibility{}, c, get(t, set, tc.name))
 			if got.Code != tc.want || !strings.Contains(got.Message, tc.says) {
 				t.Errorf("Filter = %+v, want code %q saying %q", got, tc.want, tc.says)
 			}

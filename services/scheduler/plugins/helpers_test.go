@@ -51,3 +51,12 @@ func selector(t *testing.T, s string) labels.Selector {
 	}
 	return sel
 }
+
+// filter runs one filter plugin on m; a plugin with nothing to check passes.
+func filter(p framework.FilterPlugin, c *framework.Cycle, m *framework.Member) framework.Reason {
+	f := p.Filterer(c)
+	if f == nil {
+		return framework.Reason{}
+	}
+	return f.Filter(m)
+}

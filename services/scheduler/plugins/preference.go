@@ -23,13 +23,25 @@ func (PreferredAffinity) Scorer(c *framework.Cycle, members []*framework.Member)
 	if c.Policy.Type != framework.PickN || len(prefs) == 0 {
 		return nil
 	}
-	s := &preferenceScorer{prefs: prefs, ranges: make([]valueRange, len(prefs))}
+	s := &preferenceScorer{terms: make([]boundPreference, len(prefs))}
 	for i := range prefs {
+		bp := &s.terms[i]
+		bp.Preference = &prefs[i]
+		bp.matcher = prefs[i].Term.Bind(c.Members)
 		if prefs[i].Sorter != nil {
-			s.ranges[i] = rangeOf(prefs[i].Sorter.Name, members)
+			bp.column = c.Members.PropertyColumn(prefs[i].Sorter.Name)
+			bp.valueRange = rangeOf(bp.column, members)
 		}
 	}
 	return s
+}
+
+// boundPreference is a preference bound to the members of one decision.
+type boundPreference struct {
+	*framework.Preference
+	matcher framework.Matcher
+	column  *framework.PropertyColumn // of the sorted property; nil if no member reports it
+	valueRange
 }
 
 // valueRange is the smallest and largest value of a property among members.
@@ -38,40 +50,42 @@ type valueRange struct {
 	seen     bool
 }
 
-func rangeOf(property string, members []*framework.Member) valueRange {
+func rangeOf(col *framework.PropertyColumn, members []*framework.Member) valueRange {
 	var r valueRange
+	if col == nil {
+		return r
+	}
 	for _, m := range members {
-		p, ok := m.Property(property)
+		v, ok := col.Float(m.Index())
 		if !ok {
 			continue
 		}
 		if !r.seen {
-			r = valueRange{min: p.Float, max: p.Float, seen: true}
+			r = valueRange{min: v, max: v, seen: true}
 			continue
 		}
-		r.min = min(r.min, p.Float)
-		r.max = max(r.max, p.Float)
+		r.min = min(r.min, v)
+		r.max = max(r.max, v)
 	}
 	return r
 }
 
 type preferenceScorer struct {
-	prefs  []framework.Preference
-	ranges []valueRange
+	terms []boundPreference
 }
 
 func (s *preferenceScorer) Score(m *framework.Member) int32 {
 	var total int32
-	for i := range s.prefs {
-		p := &s.prefs[i]
-		if !p.Term.Matches(m) {
+	for i := range s.terms {
+		p := &s.terms[i]
+		if !p.matcher.Matches(m) {
 			continue
 		}
 		if p.Sorter == nil {
 			total += p.Weight
 			continue
 		}
-		total += interpolate(p, s.ranges[i], m)
+		total += p.interpolate(m)
 	}
 	return total
 }
@@ -79,14 +93,18 @@ func (s *preferenceScorer) Score(m *framework.Member) int32 {
 // interpolate scales a sorter's weight by the member's value. A member without
 // the property earns nothing; so does everyone when all values are equal, as
 // there is nothing to prefer.
-func interpolate(p *framework.Preference, r valueRange, m *framework.Member) int32 {
-	v, ok := m.Property(p.Sorter.Name)
-	if !ok || !r.seen || r.max == r.min {
+func (p *boundPreference) interpolate(m *framework.Member) int32 {
+	r := p.valueRange
+	if p.column == nil || !r.seen || r.max == r.min {
+		return 0
+	}
+	v, ok := p.column.Float(m.Index())
+	if !ok {
 		return 0
 	}
 	// Members outside the range (none when the range was taken over the same
 	// members) are clamped.
-	f := (min(max(v.Float, r.min), r.max) - r.min) / (r.max - r.min)
+	f := (min(max(v, r.min), r.max) - r.min) / (r.max - r.min)
 	if p.Sorter.Order == framework.Ascending {
 		f = 1 - f
 	}

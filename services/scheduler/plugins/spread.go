@@ -38,52 +38,87 @@ func (TopologySpread) Spreader(c *framework.Cycle, placed, candidates []*framewo
 		return candidates[i-len(placed)]
 	}
 
-	// Domains of every member, per constraint; -1 when the member lacks the key.
+	// Domains of every member, per constraint; -1 when the member lacks the
+	// key. Domain ids are dense over the members in play, so that a domain
+	// whose clusters are all out of the running does not count as empty.
 	doms := make([]int32, n*k)
 	s := &spreader{cons: cons, k: k, counts: make([]domainCounts, k)}
+	radix := make([]int, k)
 	for ci := range cons {
 		key := cons[ci].TopologyKey
-		ids := make(map[string]int32)
+		col := c.Members.Label(key)
+		var dense []int32
+		if col != nil {
+			dense = make([]int32, len(col.Values()))
+			for i := range dense {
+				dense[i] = -1
+			}
+		}
+		domains := int32(0)
 		for i := range n {
-			v, ok := member(i).Labels[key]
-			if !ok {
+			id := int32(-1)
+			if col != nil {
+				id = col.ID(member(i).Index())
+			}
+			if id < 0 {
 				doms[i*k+ci] = -1
 				continue
 			}
-			id, ok := ids[v]
-			if !ok {
-				id = int32(len(ids))
-				ids[v] = id
+			if dense[id] < 0 {
+				dense[id] = domains
+				domains++
 			}
-			doms[i*k+ci] = id
+			doms[i*k+ci] = dense[id]
 		}
+		radix[ci] = int(domains) + 1
 		s.counts[ci] = domainCounts{
-			n: make([]int32, len(ids)),
+			n: make([]int32, domains),
 			violation: framework.Reason{Code: framework.ReasonTopologySpread, Message: fmt.Sprintf(
 				"placing the resources on the cluster would violate topology spread constraint %q (max skew %d)",
 				key, cons[ci].MaxSkew)},
 		}
 	}
 
-	// Members sitting in the same domains for every constraint form a group.
-	// Group ids are kept dense by numbering combinations as they appear.
+	// Members sitting in the same domains for every constraint form a group;
+	// group ids are dense, numbered as combinations appear.
 	groupOf := make([]int32, n)
-	ids := make(map[string]int32)
-	key := make([]byte, 4*k)
-	for i := range n {
-		for ci := range k {
-			d := uint32(doms[i*k+ci])
-			key[4*ci], key[4*ci+1], key[4*ci+2], key[4*ci+3] = byte(d), byte(d>>8), byte(d>>16), byte(d>>24)
-		}
-		g, ok := ids[string(key)] // the compiler does not allocate for this lookup
-		if !ok {
-			g = int32(len(ids))
-			ids[string(key)] = g
-			s.groupDoms = append(s.groupDoms, doms[i*k:(i+1)*k]...)
-		}
-		groupOf[i] = g
+	addGroup := func(i int) int32 {
+		s.groupDoms = append(s.groupDoms, doms[i*k:(i+1)*k]...)
+		s.groups++
+		return int32(s.groups - 1)
 	}
-	s.groups = len(ids)
+	if combos, ok := product(radix, 1<<16); ok {
+		seen := make([]int32, combos)
+		for i := range seen {
+			seen[i] = -1
+		}
+		for i := range n {
+			key, stride := 0, 1
+			for ci := range k {
+				key += int(doms[i*k+ci]+1) * stride
+				stride *= radix[ci]
+			}
+			if seen[key] < 0 {
+				seen[key] = addGroup(i)
+			}
+			groupOf[i] = seen[key]
+		}
+	} else {
+		seen := make(map[string]int32)
+		key := make([]byte, 4*k)
+		for i := range n {
+			for ci := range k {
+				d := uint32(doms[i*k+ci])
+				key[4*ci], key[4*ci+1], key[4*ci+2], key[4*ci+3] = byte(d), byte(d>>8), byte(d>>16), byte(d>>24)
+			}
+			g, ok := seen[string(key)] // no allocation for the lookup
+			if !ok {
+				g = addGroup(i)
+				seen[string(key)] = g
+			}
+			groupOf[i] = g
+		}
+	}
 	s.groupByMember = make([]int32, c.Members.Len())
 	for i := range s.groupByMember {
 		s.groupByMember[i] = -1
@@ -202,4 +237,16 @@ func (s *spreader) Unplace(g int) {
 			dc.recount()
 		}
 	}
+}
+
+// product multiplies the radixes, reporting false once it exceeds limit.
+func product(radix []int, limit int) (int, bool) {
+	p := 1
+	for _, r := range radix {
+		p *= r
+		if p > limit {
+			return 0, false
+		}
+	}
+	return p, true
 }

@@ -10,12 +10,16 @@ type TaintToleration struct{}
 // Name implements framework.Plugin.
 func (TaintToleration) Name() string { return "TaintToleration" }
 
-// Filter implements framework.FilterPlugin.
-func (TaintToleration) Filter(c *framework.Cycle, m *framework.Member) framework.Reason {
+// Filterer implements framework.FilterPlugin.
+func (TaintToleration) Filterer(c *framework.Cycle) framework.Filterer {
 	if c.Policy.Type == framework.PickFixed {
-		return framework.Reason{}
+		return nil
 	}
 	tolerations := c.Policy.Tolerations
+	return framework.FilterFunc(func(m *framework.Member) framework.Reason { return tolerated(tolerations, m) })
+}
+
+func tolerated(tolerations []framework.Toleration, m *framework.Member) framework.Reason {
 taints:
 	for i := range m.Taints {
 		taint := &m.Taints[i]

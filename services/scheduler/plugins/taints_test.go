@@ -43,7 +43,7 @@ func TestTaintToleration(t *testing.T) {
 			c, set := fleet(t, &framework.Policy{Type: tc.typ, Tolerations: tc.tolerations}, specs...)
 			var got []string
 			for _, m := range set.All() {
-				r := TaintToleration{}.Filter(c, m)
+				r := filter(TaintToleration{}, c, m)
 				if !r.Rejected() {
 					got = append(got, m.Name)
 					continue

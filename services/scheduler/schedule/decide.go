@@ -53,7 +53,13 @@ func (s *Scheduler) Decide(policy *framework.Policy, members *framework.MemberSe
 		sticky: previous != nil && previous.PolicyKey == policy.Key && previous.Type == policy.Type,
 		out:    make([]outcome, members.Len()),
 	}
+	r.reasons = append(r.reasons, framework.Reason{}) // index 0: no reason
 	r.collectHeld()
+	for _, p := range s.profile.Filters {
+		if f := p.Filterer(r.cy); f != nil {
+			r.filters = append(r.filters, f)
+		}
+	}
 	switch policy.Type {
 	case framework.PickFixed:
 		r.pickFixed()
@@ -74,17 +80,18 @@ const (
 	notChosen
 )
 
-// outcome is what the decision does with one member, by member index.
+// outcome is what the decision does with one member, by member index. It
+// holds no pointers and an index into run.reasons, to keep the per-member
+// slice small for 5,000 members.
 type outcome struct {
 	kind   outcomeKind
-	action Action
+	kept   bool // chosen: kept rather than added
+	reason int32
 	scores Scores
-	reason framework.Reason
 }
 
-// entry is a member in the running for a pick.
+// entry is a member in the running for a pick, by member index.
 type entry struct {
-	m        *framework.Member
 	idx      int32
 	group    int32
 	affinity int32
@@ -98,6 +105,10 @@ type run struct {
 	prev   *Decision
 	sticky bool
 	out    []outcome
+	// reasons are the outcomes' reasons; most members share a few.
+	reasons []framework.Reason
+	// filters are the profile's filters prepared for this decision.
+	filters []framework.Filterer
 	// gone lists previously chosen clusters that are no longer members, and
 	// PickFixed names that are not members.
 	gone    []Unchosen
@@ -125,23 +136,49 @@ func (r *run) collectHeld() {
 			r.gone = append(r.gone, Unchosen{Cluster: c.Cluster, Reason: reasonLeft})
 			continue
 		}
-		o := &r.out[m.Index()]
 		switch {
 		case !m.Joined:
-			*o = outcome{kind: removed, reason: reasonGoneAway}
+			r.remove(m.Index(), reasonGoneAway)
 		case m.Leaving:
-			*o = outcome{kind: removed, reason: reasonLeaving}
+			r.remove(m.Index(), reasonLeaving)
 		default:
-			*o = outcome{kind: chosen, action: Kept, scores: c.Scores}
+			r.out[m.Index()] = outcome{kind: chosen, kept: true, scores: c.Scores}
 			r.cy.MarkHeld(m)
 		}
 	}
 }
 
+// remove marks member i removed for reason.
+func (r *run) remove(i int, reason framework.Reason) {
+	r.out[i] = outcome{kind: removed, reason: r.reason(reason)}
+}
+
+// reject marks member i not chosen for reason.
+func (r *run) reject(i int, reason framework.Reason) {
+	r.out[i] = outcome{kind: notChosen, reason: r.reason(reason)}
+}
+
+// choose marks member i chosen.
+func (r *run) choose(i int, kept bool, scores Scores) {
+	r.out[i] = outcome{kind: chosen, kept: kept, scores: scores}
+}
+
+// reason interns a reason. Most rejections share one of a few reasons, so
+// the last few are looked up before appending.
+func (r *run) reason(reason framework.Reason) int32 {
+	for i := len(r.reasons) - 1; i >= max(0, len(r.reasons)-8); i-- {
+		if r.reasons[i] == reason {
+			return int32(i)
+		}
+	}
+	r.reasons = append(r.reasons, reason)
+	return int32(len(r.reasons) - 1)
+}
+
 // filter runs the filter plugins; the first rejection wins.
 func (r *run) filter(m *framework.Member) framework.Reason {
-	for _, f := range r.s.profile.Filters {
-		if reason := f.Filter(r.cy, m); reason.Rejected() {
+	for _, f := range r.filters {
+		if reason := f.Filter(m); reason.Rejected() {
 			return reason
 		}
 	}
@@ -150,29 +187,28 @@ func (r *run) filter(m *framework.Member) framework.Reason {
 
 // refilter re-evaluates a held cluster under a changed policy; it returns
 // false after marking the cluster removed.
-func (r *run) refilter(m *framework.Member, o *outcome) bool {
+func (r *run) refilter(m *framework.Member) bool {
 	reason := r.filter(m)
 	if !reason.Rejected() {
 		return true
 	}
 	reason.Message = "the updated policy rejects the cluster: " + reason.Message
-	*o = outcome{kind: removed, reason: reason}
+	r.remove(m.Index(), reason)
 	return false
 }
 
 func (r *run) pickAll() {
-	for _, m := range r.cy.Members.All() {
-		o := &r.out[m.Index()]
-		switch o.kind {
+	for i, m := range r.cy.Members.All() {
+		switch r.out[i].kind {
 		case chosen:
-			if !r.sticky && r.refilter(m, o) {
-				o.scores = Scores{}
+			if !r.sticky && r.refilter(m) {
+				r.out[i].scores = Scores{}
 			}
 		case undecided:
 			if reason := r.filter(m); reason.Rejected() {
-				*o = outcome{kind: notChosen, reason: reason}
+				r.reject(i, reason)
 			} else {
-				*o = outcome{kind: chosen, action: Added}
+				r.choose(i, false, Scores{})
 			}
 		}
 	}
@@ -180,11 +216,10 @@ func (r *run) pickAll() {
 
 func (r *run) pickFixed() {
 	names := r.p.ClusterNames
-	for _, m := range r.cy.Members.All() {
-		o := &r.out[m.Index()]
-		if o.kind == chosen {
+	for i, m := range r.cy.Members.All() {
+		if r.out[i].kind == chosen {
 			if _, named := slices.BinarySearch(names, m.Name); !named {
-				*o = outcome{kind: removed, reason: reasonNotNamed}
+				r.remove(i, reasonNotNamed)
 			}
 		}
 	}
@@ -194,39 +229,38 @@ func (r *run) pickFixed() {
 			r.missing = append(r.missing, Unchosen{Cluster: name, Reason: reasonNotFound})
 			continue
 		}
-		o := &r.out[m.Index()]
-		if o.kind != undecided {
+		if r.out[m.Index()].kind != undecided {
 			continue // kept, or removed for leaving
 		}
 		if reason := r.filter(m); reason.Rejected() {
-			*o = outcome{kind: notChosen, reason: reason}
+			r.reject(m.Index(), reason)
 		} else {
-			*o = outcome{kind: chosen, action: Added}
+			r.choose(m.Index(), false, Scores{})
 		}
 	}
 }
 
 func (r *run) pickN() {
 	n := r.p.NumberOfClusters
-	var held, cands []entry
-	for _, m := range r.cy.Members.All() {
-		o := &r.out[m.Index()]
-		switch o.kind {
+	held := make([]entry, 0, len(r.prev.chosenOrNil()))
+	cands := make([]entry, 0, r.cy.Members.Len())
+	for i, m := range r.cy.Members.All() {
+		switch r.out[i].kind {
 		case chosen:
-			if r.sticky || r.refilter(m, o) {
-				held = append(held, entry{m: m, idx: int32(m.Index())})
+			if r.sticky || r.refilter(m) {
+				held = append(held, entry{idx: int32(i)})
 			}
 		case undecided:
 			if reason := r.filter(m); reason.Rejected() {
-				*o = outcome{kind: notChosen, reason: reason}
+				r.reject(i, reason)
 			} else {
-				cands = append(cands, entry{m: m, idx: int32(m.Index())})
+				cands = append(cands, entry{idx: int32(i)})
 			}
 		}
 	}
 
-	notPicked := framework.Reason{Code: framework.ReasonNotPicked,
-		Message: fmt.Sprintf("the placement already has the %d clusters its policy asks for", n)}
+	notPicked := r.reason(framework.Reason{Code: framework.ReasonNotPicked,
+		Message: fmt.Sprintf("the placement already has the %d clusters its policy asks for", n)})
 	if r.sticky && len(held) == n {
 		// Nothing to add or remove: no need to score.
 		for _, e := range cands {
@@ -235,18 +269,25 @@ func (r *run) pickN() {
 		return
 	}
 
-	heldMembers, candMembers := membersOf(held), membersOf(cands)
-	scored := r.score(held, cands, heldMembers, candMembers)
-	addTo := func(action Action) func(e *entry) {
+	all := make([]*framework.Member, 0, len(held)+len(cands))
+	for _, es := range [][]entry{held, cands} {
+		for _, e := range es {
+			all = append(all, r.cy.Members.At(int(e.idx)))
+		}
+	}
+	heldMembers, candMembers := all[:len(held):len(held)], all[len(held):]
+	scored := r.score(held, cands, all)
+	add := func(kept bool) func(e *entry) {
 		return func(e *entry) {
-			r.out[e.idx] = outcome{kind: chosen, action: action, scores: Scores{Affinity: e.affinity, TopologySpread: e.spread}}
+			r.choose(int(e.idx), kept, Scores{Affinity: e.affinity, TopologySpread: e.spread})
 		}
 	}
 	notChosenFor := func(e *entry, reason framework.Reason) {
 		if reason.Code == framework.ReasonNotPicked {
-			reason = notPicked
+			r.out[e.idx] = outcome{kind: notChosen, reason: notPicked}
+			return
 		}
-		r.out[e.idx] = outcome{kind: notChosen, reason: reason}
+		r.reject(int(e.idx), reason)
 	}
 
 	if r.sticky {
@@ -255,15 +296,15 @@ func (r *run) pickN() {
 			sp = r.s.profile.Spread.Spreader(r.cy, heldMembers, candMembers)
 		}
 		if len(held) > n {
-			scaleDown(held, len(held)-n, sp, scored, func(e *entry) {
-				r.out[e.idx] = outcome{kind: removed, reason: reasonScaleDown}
+			scaleDown(held, len(held)-n, r.cy.Members, sp, scored, func(e *entry) {
+				r.remove(int(e.idx), reasonScaleDown)
 			})
 			for _, e := range cands {
 				r.out[e.idx] = outcome{kind: notChosen, reason: notPicked}
 			}
 			return
 		}
-		pick(cands, n-len(held), sp, scored, addTo(Added), notChosenFor)
+		pick(cands, n-len(held), r.cy.Members, sp, scored, add(false), notChosenFor)
 		return
 	}
 
@@ -271,26 +312,25 @@ func (r *run) pickN() {
 	// then the other candidates, all spread as one set.
 	var sp framework.Spreader
 	if r.s.profile.Spread != nil {
-		sp = r.s.profile.Spread.Spreader(r.cy, nil, append(heldMembers, candMembers...))
+		sp = r.s.profile.Spread.Spreader(r.cy, nil, all)
 	}
 	dropped := framework.Reason{Code: framework.ReasonNotPicked,
 		Message: fmt.Sprintf("the updated policy needs %d clusters and picked higher-scored ones", n)}
-	kept := pick(held, n, sp, scored, addTo(Kept), func(e *entry, reason framework.Reason) {
+	kept := pick(held, n, r.cy.Members, sp, scored, add(true), func(e *entry, reason framework.Reason) {
 		if reason.Code == framework.ReasonNotPicked {
 			reason = dropped
 		} else {
 			reason.Message = "the updated policy rejects the cluster: " + reason.Message
 		}
-		r.out[e.idx] = outcome{kind: removed, reason: reason}
+		r.remove(int(e.idx), reason)
 	})
-	pick(cands, n-kept, sp, scored, addTo(Added), notChosenFor)
+	pick(cands, n-kept, r.cy.Members, sp, scored, add(false), notChosenFor)
 }
 
 // score fills in the affinity scores of held and candidate entries; it reports
 // whether any plugin scored (if none did, entries stay in name order).
-func (r *run) score(held, cands []entry, heldMembers, candMembers []*framework.Member) bool {
+func (r *run) score(held, cands []entry, all []*framework.Member) bool {
 	var scorers []framework.Scorer
-	all := append(heldMembers[:len(heldMembers):len(heldMembers)], candMembers...)
 	for _, p := range r.s.profile.Scorers {
 		if sc := p.Scorer(r.cy, all); sc != nil {
 			scorers = append(scorers, sc)
@@ -301,22 +341,15 @@ func (r *run) score(held, cands []entry, heldMembers, candMembers []*framework.M
 	}
 	for _, es := range [][]entry{held, cands} {
 		for i := range es {
+			m := r.cy.Members.At(int(es[i].idx))
 			var total int32
 			for _, sc := range scorers {
-				total += sc.Score(es[i].m)
+				total += sc.Score(m)
 			}
 			es[i].affinity = total
 		}
 	}
 	return true
-}
-
-func membersOf(es []entry) []*framework.Member {
-	ms := make([]*framework.Member, len(es))
-	for i := range es {
-		ms[i] = es[i].m
-	}
-	return ms
 }
 
 // decision assembles the outcome, in name order.
@@ -347,11 +380,15 @@ func (r *run) decision() *Decision {
 		o := &r.out[i]
 		switch o.kind {
 		case chosen:
-			d.Chosen = append(d.Chosen, Chosen{Cluster: m.Name, Action: o.action, Scores: o.scores})
+			action := Added
+			if o.kept {
+				action = Kept
+			}
+			d.Chosen = append(d.Chosen, Chosen{Cluster: m.Name, Action: action, Scores: o.scores})
 		case removed:
-			d.Removed = append(d.Removed, Unchosen{Cluster: m.Name, Reason: o.reason})
+			d.Removed = append(d.Removed, Unchosen{Cluster: m.Name, Reason: r.reasons[o.reason]})
 		case notChosen:
-			d.NotChosen = append(d.NotChosen, Unchosen{Cluster: m.Name, Reason: o.reason})
+			d.NotChosen = append(d.NotChosen, Unchosen{Cluster: m.Name, Reason: r.reasons[o.reason]})
 		}
 	}
 	byName := func(a, b Unchosen) int { return cmp.Compare(a.Cluster, b.Cluster) }
@@ -373,4 +410,11 @@ func (r *run) decision() *Decision {
 	}
 	d.Fulfilled = len(d.Chosen) >= d.Needed
 	return d
+}
+
+func (d *Decision) chosenOrNil() []Chosen {
+	if d == nil {
+		return nil
+	}
+	return d.Chosen
 }

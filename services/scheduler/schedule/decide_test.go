@@ -230,12 +230,18 @@ type step struct {
 	want   string
 }
 
-// runSteps decides each step with the previous step's decision.
+// runSteps decides each step with the previous step's decision. Heartbeats
+// move with the step's clock, so a cluster goes quiet only when marked stale.
 func runSteps(t *testing.T, steps []step) {
 	t.Helper()
 	var prev *Decision
 	for _, s := range steps {
-		d := Decide(policy(t, s.policy), members(t, s.fleet...), prev, now.Add(s.at))
+		var fleet []framework.MemberSpec
+		for _, m := range s.fleet {
+			m.LastHeartbeat = m.LastHeartbeat.Add(s.at)
+			fleet = append(fleet, m)
+		}
+		d := Decide(policy(t, s.policy), members(t, fleet...), prev, now.Add(s.at))
 		if got := summary(d); got != s.want {
 			t.Fatalf("%s:\n got  %s\n want %s", s.name, got, s.want)
 		}
@@ -361,19 +367,19 @@ func TestStickyPickNWithSpread(t *testing.T) {
 	n := func(s string) string { return strings.Replace(spreadByRegion, "%s", s, 1) }
 	t.Run("scale up and down keep the spread", func(t *testing.T) {
 		runSteps(t, []step{
-			{"three", n("3"), fleet, 0, "+e1(0/-1) +n1(0/1) +w1(0/0) !e2:NotPicked !e3:NotPicked !w2:NotPicked"},
-			{"five", n("5"), fleet, time.Minute, "=e1(0/-1) +e2(0/-1) =n1(0/1) =w1(0/0) +w2(0/0) !e3:NotPicked"},
+			{"three", n("3"), fleet, 0, "+e1(0/-1) +n1(0/0) +w1(0/1) !e2:NotPicked !e3:NotPicked !w2:NotPicked"},
+			{"five", n("5"), fleet, time.Minute, "=e1(0/-1) +e2(0/-1) =n1(0/0) =w1(0/1) +w2(0/0) !e3:NotPicked"},
 			// Removing from the crowded regions keeps one per region; among
 			// equals the last by name goes first.
-			{"three again", n("3"), fleet, 2 * time.Minute, "=e1(0/-1) =n1(0/1) =w1(0/0) -e2:ScaledDown -w2:ScaledDown !e3:NotPicked"},
+			{"three again", n("3"), fleet, 2 * time.Minute, "=e1(0/-1) =n1(0/0) =w1(0/1) -e2:ScaledDown -w2:ScaledDown !e3:NotPicked"},
 		})
 	})
 	t.Run("a replacement respects the spread", func(t *testing.T) {
 		noN1 := fleet[:5]
 		runSteps(t, []step{
-			{"three", n("3"), fleet, 0, "+e1(0/-1) +n1(0/1) +w1(0/0) !e2:NotPicked !e3:NotPicked !w2:NotPicked"},
+			{"three", n("3"), fleet, 0, "+e1(0/-1) +n1(0/0) +w1(0/1) !e2:NotPicked !e3:NotPicked !w2:NotPicked"},
 			// With north gone, east and west each take one more at most.
-			{"north leaves", n("3"), noN1, time.Minute, "=e1(0/-1) +e2(0/-1) =w1(0/0) -n1:ClusterLeft !e3:NotPicked !w2:NotPicked"},
+			{"north leaves", n("3"), noN1, time.Minute, "=e1(0/-1) +e2(0/-1) =w1(0/1) -n1:ClusterLeft !e3:NotPicked !w2:NotPicked"},
 		})
 	})
 	t.Run("adding a spread constraint re-spreads held clusters", func(t *testing.T) {
@@ -381,7 +387,7 @@ func TestStickyPickNWithSpread(t *testing.T) {
 		runSteps(t, []step{
 			{"no spread", plain, fleet, 0, "+e1(0/0) +e2(0/0) +e3(0/0) !n1:NotPicked !w1:NotPicked !w2:NotPicked"},
 			{"spread", n("3"), fleet, time.Minute,
-				"=e1(0/-1) +n1(0/1) +w1(0/0) -e2:TopologySpreadViolated -e3:TopologySpreadViolated !w2:NotPicked"},
+				"=e1(0/-1) +n1(0/0) +w1(0/1) -e2:TopologySpreadViolated -e3:TopologySpreadViolated !w2:NotPicked"},
 		})
 	})
 }

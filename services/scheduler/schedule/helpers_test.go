@@ -74,7 +74,7 @@ func placement(t *testing.T, doc string) *framework.Policy {
 }
 
 // policy decodes and compiles the body of spec.policy.
-func policy(t *testing.T, doc string) *framework.Policy {
+func policy(t testing.TB, doc string) *framework.Policy {
 	t.Helper()
 	var p api.PlacementPolicy
 	if err := yaml.UnmarshalStrict([]byte(doc), &p); err != nil {

@@ -17,18 +17,13 @@ var notPickedYet = framework.Reason{Code: framework.ReasonNotPicked}
 // of those before it: the best is the highest topology spread score, then
 // affinity, then name. Entries are bucketed by spread group and each bucket
 // is ordered best first, so a step only compares the head of each bucket.
-func pick(es []entry, k int, sp framework.Spreader, scored bool,
+func pick(es []entry, k int, members *framework.MemberSet, sp framework.Spreader, scored bool,
 	picked func(*entry), rest func(*entry, framework.Reason)) int {
 	if k < 0 {
 		k = 0
 	}
 	if scored {
-		slices.SortFunc(es, func(a, b entry) int {
-			if c := cmp.Compare(b.affinity, a.affinity); c != 0 {
-				return c
-			}
-			return cmp.Compare(a.idx, b.idx)
-		})
+		sortBest(es)
 	}
 	if sp == nil {
 		n := min(k, len(es))
@@ -41,7 +36,7 @@ func pick(es []entry, k int, sp framework.Spreader, scored bool,
 		return n
 	}
 
-	b := bucket(es, sp)
+	b := bucket(es, members, sp)
 	n := 0
 	for n < k && len(b.active) > 0 {
 		best, bestScore := -1, int32(0)
@@ -83,7 +78,7 @@ func pick(es []entry, k int, sp framework.Spreader, scored bool,
 // score of an entry is that of placing it again after taking it out, so
 // removals come from the most crowded domains first; affinity breaks ties, and
 // among equals the last by name goes first.
-func scaleDown(es []entry, remove int, sp framework.Spreader, scored bool, removed func(*entry)) {
+func scaleDown(es []entry, remove int, members *framework.MemberSet, sp framework.Spreader, scored bool, removed func(*entry)) {
 	// Worst first: lowest affinity, then last by name.
 	slices.SortFunc(es, func(a, b entry) int {
 		if scored {
@@ -99,7 +94,7 @@ func scaleDown(es []entry, remove int, sp framework.Spreader, scored bool, remov
 		}
 		return
 	}
-	b := bucket(es, sp)
+	b := bucket(es, members, sp)
 	for range remove {
 		if len(b.active) == 0 {
 			return
@@ -144,11 +139,11 @@ type buckets struct {
 	active []int32 // groups with entries left
 }
 
-func bucket(es []entry, sp framework.Spreader) *buckets {
+func bucket(es []entry, members *framework.MemberSet, sp framework.Spreader) *buckets {
 	groups := sp.Groups()
 	b := &buckets{start: make([]int32, groups+1), order: make([]int32, len(es))}
 	for i := range es {
-		g := int32(sp.Group(es[i].m))
+		g := int32(sp.Group(members.At(int(es[i].idx))))
 		es[i].group = g
 		b.start[g+1]++
 	}
@@ -178,4 +173,22 @@ func (b *buckets) advance(ai int) {
 		b.active[ai] = b.active[len(b.active)-1]
 		b.active = b.active[:len(b.active)-1]
 	}
+}
+
+// sortBest orders entries by affinity, highest first, then by name. The
+// entries arrive in name order, so each becomes one integer key (inverted
+// affinity above, position below) and a plain integer sort does the work.
+func sortBest(es []entry) {
+	keys := make([]uint64, len(es))
+	for i := range es {
+		// Flipping the sign bit maps int32 order onto uint32 order.
+		inv := uint32(-es[i].affinity) ^ 0x80000000
+		keys[i] = uint64(inv)<<32 | uint64(i)
+	}
+	slices.Sort(keys)
+	sorted := make([]entry, len(es))
+	for i, k := range keys {
+		sorted[i] = es[uint32(k)]
+	}
+	copy(es, sorted)
 }

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Runs `go mod tidy` in every module. Each module requires the workspace
+# modules it imports at v0.0.0 with a replace to their directory, so a module
+# also builds on its own (GOWORK=off, e.g. in a Dockerfile).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+M=github.com/flotilla-dev/flotilla
+mods=$(go work edit -json | sed -n 's/.*"DiskPath": "\.\/\(.*\)".*/\1/p')
+for d in $mods; do
+	rel=$(realpath --relative-to="$d" .)
+	args=()
+	for o in $mods; do
+		[ "$o" = "$d" ] && continue
+		if grep -rqs --include='*.go' "\"$M/$o[\"/]" "$d"; then
+			args+=(-require="$M/$o@v0.0.0" -replace="$M/$o=$rel/$o")
+		else
+			args+=(-droprequire="$M/$o" -dropreplace="$M/$o")
+		fi
+	done
+	(cd "$d" && go mod edit "${args[@]}" && go mod tidy)
+	echo "tidy: $d"
+done

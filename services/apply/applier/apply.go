@@ -1,0 +1,324 @@
+package applier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/flotilla-dev/flotilla/events"
+	"github.com/flotilla-dev/flotilla/events/api"
+	"github.com/flotilla-dev/flotilla/services/apply/diff"
+	"github.com/flotilla-dev/flotilla/services/apply/manifest"
+)
+
+// StrategyWithDefaults fills in the documented defaults of an apply strategy.
+func StrategyWithDefaults(s api.ApplyStrategy) api.ApplyStrategy {
+	if s.Type == "" {
+		s.Type = api.ApplyStrategyTypeClientSideApply
+	}
+	if s.ComparisonOption == "" {
+		s.ComparisonOption = api.ComparisonOptionTypePartialComparison
+	}
+	if s.WhenToApply == "" {
+		s.WhenToApply = api.WhenToApplyTypeAlways
+	}
+	if s.WhenToTakeOver == "" {
+		s.WhenToTakeOver = api.WhenToTakeOverTypeAlways
+	}
+	return s
+}
+
+// force reports whether applies under s take fields other managers own.
+// ClientSideApply overwrites like kubectl apply does; ServerSideApply
+// forces only when serverSideApplyConfig.force says so.
+func force(s api.ApplyStrategy) bool {
+	if s.Type == api.ApplyStrategyTypeServerSideApply {
+		return s.ServerSideApplyConfig != nil && s.ServerSideApplyConfig.ForceConflicts
+	}
+	return true
+}
+
+// Apply makes the member match w, a placement's desired state, and returns
+// the report to publish. Manifests fail one by one, each with its reason; the
+// error is non-nil only when the member could not be reached (it wraps
+// ErrUnreachable, and the report says so for every manifest) or ctx ended.
+func (a *Applier) Apply(ctx context.Context, w *events.WorkDesired) (*events.WorkReported, error) {
+	if w.Cluster != a.cluster {
+		return nil, fmt.Errorf("apply placement %s: desired state is for cluster %q, this is %q", w.Placement, w.Cluster, a.cluster)
+	}
+	p := a.state(w.Placement)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+
+	r := &run{a: a, p: p, w: w, strategy: StrategyWithDefaults(w.ApplyStrategy), now: a.now()}
+	prev := p.byKey
+	objs := manifest.Parse(w.Manifests)
+	r.objects = make([]*tracked, len(objs))
+	for i, o := range objs {
+		t := &tracked{obj: o}
+		if old := prev[o.Key()]; old != nil && o.Object != nil {
+			t.firstDrifted, t.firstDiffed, t.appliedAt = old.firstDrifted, old.firstDiffed, old.appliedAt
+		}
+		r.objects[i] = t
+	}
+
+	if err := a.probe(ctx); err != nil {
+		for _, t := range r.objects {
+			t.fail(api.ManifestApplyFailedReason, err)
+		}
+		r.commit(prev)
+		return p.report, fmt.Errorf("apply placement %s: %w", w.Placement, err)
+	}
+
+	for _, wave := range manifest.ByWave(r.objects, func(t *tracked) int { return t.obj.Wave }) {
+		forEach(ctx, a.workers, wave, func(t *tracked) { r.process(ctx, t) })
+		if wave[0].obj.Wave == manifest.WaveFoundation {
+			a.waitForCRDs(ctx, r.appliedCRDs())
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("apply placement %s: %w", w.Placement, err)
+	}
+	if err := r.pruneStale(ctx, prev); err != nil {
+		a.log.Warn("removing objects the placement no longer wants failed; will retry on the next run",
+			"placement", w.Placement, "err", err)
+	}
+	r.commit(prev)
+	if r.unreachable.Load() {
+		return p.report, fmt.Errorf("apply placement %s: %w", w.Placement, ErrUnreachable)
+	}
+	return p.report, nil
+}
+
+// run is one Apply of a placement.
+type run struct {
+	a           *Applier
+	p           *placement
+	w           *events.WorkDesired
+	strategy    api.ApplyStrategy
+	now         time.Time
+	objects     []*tracked
+	unreachable atomic.Bool
+
+	mu        sync.Mutex
+	takeovers []events.TakeoverDecision
+}
+
+// commit makes the run's objects the placement's state and builds its report.
+func (r *run) commit(prev map[manifest.Key]*tracked) {
+	r.p.work = r.w
+	r.p.strategy = r.strategy
+	r.p.objects = r.objects
+	r.p.byKey = make(map[manifest.Key]*tracked, len(r.objects))
+	for _, t := range r.objects {
+		if t.obj.Object != nil && t.obj.Err == nil {
+			r.p.byKey[t.obj.Key()] = t
+		}
+	}
+	slices.SortStableFunc(r.takeovers, func(x, y events.TakeoverDecision) int {
+		return strings.Compare(manifest.KeyOf(x.Resource).String(), manifest.KeyOf(y.Resource).String())
+	})
+	r.p.report = r.a.buildReport(r.p, r.takeovers)
+}
+
+func (r *run) decide(t *tracked, outcome string, diffs []api.PatchDetail) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.takeovers = append(r.takeovers, events.TakeoverDecision{
+		Resource:   t.obj.Resource,
+		Mode:       r.strategy.WhenToTakeOver,
+		Comparison: r.strategy.ComparisonOption,
+		Outcome:    outcome,
+		Diffs:      diffs,
+		DecidedAt:  r.now.UTC(),
+	})
+}
+
+// fail records a per-manifest failure, noting an unreachable member.
+func (r *run) fail(t *tracked, reason string, err error) {
+	if unreachable(err) {
+		r.unreachable.Store(true)
+		err = fmt.Errorf("%w: %v", ErrUnreachable, err)
+	}
+	t.fail(reason, err)
+}
+
+// process applies one object (or reports its diff).
+func (r *run) process(ctx context.Context, t *tracked) {
+	a := r.a
+	if t.obj.Err != nil {
+		t.fail(t.obj.Reason, t.obj.Err)
+		return
+	}
+	if err := a.resolve(t); err != nil {
+		r.fail(t, api.ManifestApplyFailedReason, err)
+		return
+	}
+	defer a.objLocks.lock(t.obj.Key())()
+
+	live, err := a.get(ctx, t)
+	if err != nil {
+		r.fail(t, api.ManifestApplyFailedReason, err)
+		return
+	}
+	t.live = live
+
+	if r.strategy.Type == api.ApplyStrategyTypeReportDiff {
+		r.reportDiff(ctx, t, live)
+		return
+	}
+
+	placementName := r.w.Placement
+	owners := []string(nil)
+	if live != nil {
+		owners = manifest.OwnersOf(live)
+	}
+	ours := slices.Contains(owners, placementName)
+	t.owned = ours
+	desired := t.obj.Object.DeepCopy()
+	manifest.SetMarks(desired, append(slices.Clone(owners), placementName), t.obj.Hash)
+
+	takingOver := false
+	if live != nil && !ours {
+		if others := otherOwners(live, owners); len(others) > 0 && !r.strategy.AllowCoOwnership {
+			r.fail(t, api.ManifestFailedToTakeOverReason, fmt.Errorf(
+				"cannot take over object: it is owned by %s and co-ownership is not allowed", strings.Join(others, ", ")))
+			r.decide(t, api.ManifestFailedToTakeOverReason, nil)
+			return
+		}
+		switch r.strategy.WhenToTakeOver {
+		case api.WhenToTakeOverTypeNever:
+			r.fail(t, api.ManifestNotTakenOverReason, errors.New(api.NotTakenOverError))
+			r.decide(t, api.ManifestNotTakenOverReason, nil)
+			return
+		case api.WhenToTakeOverTypeIfNoDiff:
+			diffs, err := a.compare(ctx, t, desired, live, r.strategy.ComparisonOption)
+			if err != nil {
+				r.fail(t, api.ManifestApplyFailedReason, fmt.Errorf("compare with the member object before taking it over: %w", err))
+				return
+			}
+			if len(diffs) > 0 {
+				r.fail(t, api.ManifestFailedToTakeOverReason, errors.New(api.FailedToTakeOverError))
+				t.result.Diffs = diffs
+				if t.firstDiffed.IsZero() {
+					t.firstDiffed = r.now
+				}
+				r.decide(t, api.ManifestFailedToTakeOverReason, diffs)
+				return
+			}
+		}
+		takingOver = true
+	}
+
+	if ours && r.strategy.WhenToApply == api.WhenToApplyTypeIfNotDrifted &&
+		live.GetAnnotations()[manifest.ManifestHashAnnotation] == t.obj.Hash {
+		// The same manifest was applied before: any difference now was
+		// made on the member.
+		drifts, err := a.compare(ctx, t, desired, live, r.strategy.ComparisonOption)
+		if err != nil {
+			r.fail(t, api.ManifestFailedToRunDriftDetectionReason, err)
+			return
+		}
+		if len(drifts) > 0 {
+			r.fail(t, api.ManifestFoundDriftsReason, errors.New(api.FoundDriftsError))
+			t.result.Drifts = drifts
+			t.result.ObservedGeneration = live.GetGeneration()
+			if t.firstDrifted.IsZero() {
+				t.firstDrifted = r.now
+			}
+			return
+		}
+	}
+
+	if err := r.applyTracked(ctx, t, desired); err != nil {
+		r.fail(t, api.ManifestApplyFailedReason, err)
+		return
+	}
+	t.result.Applied = appliedOK(takingOver)
+	if takingOver {
+		r.decide(t, TakenOver, nil)
+	}
+}
+
+// applyTracked applies desired for t and records the outcome, including the
+// drifts a full comparison still finds in fields the manifest does not set.
+func (r *run) applyTracked(ctx context.Context, t *tracked, desired *unstructured.Unstructured) error {
+	applied, err := r.a.ssa(ctx, t, desired, force(r.strategy), false)
+	if err != nil {
+		return err
+	}
+	t.owned = true
+	t.live = applied
+	t.appliedAt = appliedTime(applied)
+	t.result.ObservedGeneration = applied.GetGeneration()
+	t.result.Drifts = nil
+	t.digest = diff.Digest(applied)
+	if r.strategy.ComparisonOption == api.ComparisonOptionTypeFullComparison {
+		drifts, err := r.a.compare(ctx, t, desired, applied, r.strategy.ComparisonOption)
+		if err == nil && len(drifts) > 0 {
+			t.result.Drifts = drifts
+			if t.firstDrifted.IsZero() {
+				t.firstDrifted = r.now
+			}
+		}
+	}
+	if len(t.result.Drifts) == 0 {
+		t.firstDrifted = time.Time{}
+	}
+	return nil
+}
+
+// reportDiff compares without changing anything.
+func (r *run) reportDiff(ctx context.Context, t *tracked, live *unstructured.Unstructured) {
+	t.result.Applied = events.Condition{}
+	t.result.Available = events.Condition{}
+	if live == nil {
+		t.result.Diffs = diff.Redact(t.obj.Object, diff.Missing())
+	} else {
+		desired := t.obj.Object.DeepCopy()
+		manifest.SetMarks(desired, []string{r.w.Placement}, t.obj.Hash)
+		diffs, err := r.a.compare(ctx, t, desired, live, r.strategy.ComparisonOption)
+		if err != nil {
+			r.fail(t, FailedToReportDiffReason, err)
+			return
+		}
+		t.result.Diffs = diffs
+		t.result.ObservedGeneration = live.GetGeneration()
+	}
+	if len(t.result.Diffs) == 0 {
+		t.firstDiffed = time.Time{}
+	} else if t.firstDiffed.IsZero() {
+		t.firstDiffed = r.now
+	}
+}
+
+// otherOwners names what else owns live: other placements, and owner
+// references to anything.
+func otherOwners(live *unstructured.Unstructured, placements []string) []string {
+	var out []string
+	for _, p := range placements {
+		out = append(out, "placement "+p)
+	}
+	for _, ref := range live.GetOwnerReferences() {
+		out = append(out, fmt.Sprintf("%s %s", ref.Kind, ref.Name))
+	}
+	return out
+}
+
+// appliedCRDs names the CRDs this run applied, to wait for.
+func (r *run) appliedCRDs() []string {
+	var names []string
+	for _, t := range r.objects {
+		if t.obj.Object != nil && t.gvr == crdGVR && t.result.Applied.Status == statusTrue {
+			names = append(names, t.obj.Object.GetName())
+		}
+	}
+	return names
+}

@@ -1,0 +1,301 @@
+package scheduler_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/flotilla-dev/flotilla/events"
+	"github.com/flotilla-dev/flotilla/events/api"
+	"github.com/flotilla-dev/flotilla/events/bus"
+	"github.com/flotilla-dev/flotilla/harness/natsserver"
+	"github.com/flotilla-dev/flotilla/harness/postgres"
+	"github.com/flotilla-dev/flotilla/services/scheduler"
+)
+
+func TestMain(m *testing.M) { os.Exit(postgres.RunMain(m)) }
+
+type fixture struct {
+	t    *testing.T
+	url  string
+	db   string
+	js   jetstream.JetStream
+	pub  *bus.Publisher
+	pool *pgxpool.Pool
+
+	mu        sync.Mutex
+	decisions []events.PlacementScheduled
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	srv, nc := natsserver.StartT(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bus.EnsureTopology(t.Context(), js, bus.TopologyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	db := postgres.NewTestDB(t)
+	pool, err := pgxpool.New(t.Context(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	f := &fixture{t: t, url: srv.URL(), db: db, js: js, pub: bus.NewPublisher(js), pool: pool}
+	f.watchDecisions()
+	return f
+}
+
+// startScheduler runs a scheduler until the returned stop is called.
+func (f *fixture) startScheduler() (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	log := slog.New(slog.NewTextHandler(f.t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
+	go func() {
+		done <- scheduler.Run(ctx, scheduler.Config{NATSURL: f.url, DatabaseURL: f.db, Logger: log})
+	}()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				f.t.Errorf("scheduler: %v", err)
+			}
+		})
+	}
+	f.t.Cleanup(stop)
+	return stop
+}
+
+// watchDecisions collects every decision the scheduler publishes.
+func (f *fixture) watchDecisions() {
+	cons, err := f.js.OrderedConsumer(f.t.Context(), bus.StreamEvents, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{bus.SubjectsScheduling}})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		ev, err := bus.DecodeJetStream(m)
+		if err != nil {
+			f.t.Errorf("decode decision: %v", err)
+			return
+		}
+		d, err := events.DecodeAs[events.PlacementScheduled](ev)
+		if err != nil {
+			f.t.Errorf("decode decision: %v", err)
+			return
+		}
+		f.mu.Lock()
+		f.decisions = append(f.decisions, *d)
+		f.mu.Unlock()
+	})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(cc.Stop)
+}
+
+func (f *fixture) publish(typ, subject string, payload any) {
+	f.t.Helper()
+	ev, err := events.New(typ, "/flotilla/test", "", "", payload)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if _, err := f.pub.Publish(f.t.Context(), subject, ev); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fixture) join(name string, labels map[string]string) {
+	subj, _ := events.MemberSubject(name)
+	f.publish(events.TypeMemberJoined, subj, events.MemberJoined{Member: api.MemberCluster{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "cluster.kubernetes-fleet.io/v1beta1", Kind: "MemberCluster"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Spec:       api.MemberClusterSpec{HeartbeatPeriodSeconds: 60},
+	}})
+}
+
+func (f *fixture) leave(name string) {
+	subj, _ := events.MemberSubject(name)
+	f.publish(events.TypeMemberLeft, subj, events.MemberLeft{Name: name})
+}
+
+func (f *fixture) place(name string, n int32) {
+	subj, _ := events.PlacementSubject(name)
+	f.publish(events.TypePlacementUpserted, subj, events.PlacementUpserted{Placement: api.ClusterResourcePlacement{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "placement.kubernetes-fleet.io/v1beta1", Kind: "ClusterResourcePlacement"},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: api.PlacementSpec{
+			ResourceSelectors: []api.ClusterResourceSelector{{Version: "v1", Kind: "Namespace", Name: name}},
+			Policy: &api.PlacementPolicy{PlacementType: api.PickNPlacementType, NumberOfClusters: &n,
+				Affinity: &api.Affinity{ClusterAffinity: &api.ClusterAffinity{
+					RequiredDuringSchedulingIgnoredDuringExecution: &api.ClusterSelector{ClusterSelectorTerms: []api.ClusterSelectorTerm{{
+						LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"environment": "production"}}}}}}}},
+		},
+	}})
+}
+
+// latest waits for a decision for placement that satisfies ok.
+func (f *fixture) latest(placement string, ok func(events.PlacementScheduled) error) events.PlacementScheduled {
+	f.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	var err error
+	for time.Now().Before(deadline) {
+		f.mu.Lock()
+		var last *events.PlacementScheduled
+		for i := range f.decisions {
+			if f.decisions[i].Placement == placement {
+				last = &f.decisions[i]
+			}
+		}
+		f.mu.Unlock()
+		if last == nil {
+			err = fmt.Errorf("no decision for %s yet", placement)
+		} else if err = ok(*last); err == nil {
+			return *last
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	f.t.Fatalf("decision for %s: %v", placement, err)
+	return events.PlacementScheduled{}
+}
+
+func (f *fixture) count(placement string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, d := range f.decisions {
+		if d.Placement == placement {
+			n++
+		}
+	}
+	return n
+}
+
+func chosen(d events.PlacementScheduled) []string {
+	var names []string
+	for _, c := range d.Chosen {
+		names = append(names, c.Cluster)
+	}
+	slices.Sort(names)
+	return names
+}
+
+func wantChosen(want ...string) func(events.PlacementScheduled) error {
+	return func(d events.PlacementScheduled) error {
+		if got := chosen(d); !slices.Equal(got, want) {
+			return fmt.Errorf("chosen %v, want %v", got, want)
+		}
+		return nil
+	}
+}
+
+// TestPickNIsScheduledReplacedAndResumedAfterRestart follows a PickN
+// placement through members joining, a chosen member leaving and a scheduler
+// restart.
+func TestPickNIsScheduledReplacedAndResumedAfterRestart(t *testing.T) {
+	f := newFixture(t)
+	stop := f.startScheduler()
+
+	prod := map[string]string{"environment": "production"}
+	for _, m := range []string{"member-1", "member-2", "member-3"} {
+		f.join(m, prod)
+	}
+	f.join("staging-1", map[string]string{"environment": "staging"})
+	f.place("web", 2)
+
+	d := f.latest("web", wantChosen("member-1", "member-2"))
+	if !d.Fulfilled || d.Wanted != 2 {
+		t.Fatalf("decision %+v: want fulfilled with 2 wanted", d)
+	}
+	for _, c := range d.Chosen {
+		want := fmt.Sprintf(`Successfully scheduled resources for placement in %q (affinity score: 0, topology spread score: 0): picked by scheduling policy`, c.Cluster)
+		if c.Reason != want {
+			t.Errorf("reason %q, want %q", c.Reason, want)
+		}
+	}
+	if !slices.ContainsFunc(d.NotChosen, func(c events.ClusterDecision) bool {
+		return c.Cluster == "staging-1" && strings.Contains(c.Reason, "does not match any required cluster selector term")
+	}) {
+		t.Errorf("staging-1 not reported as rejected by affinity: %+v", d.NotChosen)
+	}
+
+	f.leave("member-1")
+	d = f.latest("web", wantChosen("member-2", "member-3"))
+	if len(d.Removed) != 1 || d.Removed[0].Cluster != "member-1" {
+		t.Fatalf("removed %+v, want member-1", d.Removed)
+	}
+
+	// Asking for more than exist is unfulfilled and says why.
+	f.place("wide", 5)
+	d = f.latest("wide", wantChosen("member-2", "member-3"))
+	if d.Fulfilled || !strings.Contains(d.Message, "found 2 of 5") {
+		t.Fatalf("decision %+v: want unfulfilled saying found 2 of 5", d)
+	}
+
+	stop()
+	before := f.count("web")
+	f.startScheduler()
+	// A resource-only change of another placement after the restart decides
+	// only that placement: web is not re-decided.
+	f.place("other", 1)
+	f.latest("other", wantChosen("member-2"))
+	f.join("member-4", prod) // fits, but web already has its 2 clusters
+	f.latest("wide", wantChosen("member-2", "member-3", "member-4"))
+	if n := f.count("web"); n != before {
+		t.Fatalf("web was re-decided after the restart: %d decisions, had %d", n, before)
+	}
+
+	var rows int
+	if err := f.pool.QueryRow(t.Context(), `select count(*) from scheduling_decisions
+		where placement = 'web' and cluster = 'member-1' and action = 'removed'`).Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 1 {
+		t.Fatalf("history has %d removal rows for member-1, want 1", rows)
+	}
+}
+
+// TestReplicasDoNotDecideOnePlacementTwice runs two schedulers on one
+// consumer and checks every decision for a placement extends the previous one.
+func TestReplicasDoNotDecideOnePlacementTwice(t *testing.T) {
+	f := newFixture(t)
+	f.startScheduler()
+	f.startScheduler()
+	prod := map[string]string{"environment": "production"}
+	for i := range 6 {
+		f.join(fmt.Sprintf("member-%d", i), prod)
+	}
+	for i := range 5 {
+		f.place(fmt.Sprintf("app-%d", i), 3)
+	}
+	for i := range 5 {
+		f.latest(fmt.Sprintf("app-%d", i), wantChosen("member-0", "member-1", "member-2"))
+	}
+	f.leave("member-0")
+	for i := range 5 {
+		d := f.latest(fmt.Sprintf("app-%d", i), wantChosen("member-1", "member-2", "member-3"))
+		if len(d.Removed) != 1 {
+			t.Errorf("app-%d: removed %+v, want member-0 once", i, d.Removed)
+		}
+	}
+	var bindings int
+	if err := f.pool.QueryRow(t.Context(), `select count(*) from scheduler_bindings`).Scan(&bindings); err != nil {
+		t.Fatal(err)
+	}
+	if bindings != 5 {
+		t.Fatalf("%d bindings, want 5", bindings)
+	}
+}
