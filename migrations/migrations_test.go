@@ -3,6 +3,7 @@ package migrations_test
 import (
 	"context"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -265,5 +266,30 @@ func TestOutboxInsertWakesTheRelay(t *testing.T) {
 	var pending int
 	if err := writer.QueryRow(t.Context(), `select count(*) from outbox where published_at is null`).Scan(&pending); err != nil || pending != 1 {
 		t.Fatalf("pending outbox rows = %d, err %v", pending, err)
+	}
+}
+
+// The README's example queries are what users copy: they must run against the schema.
+func TestReadmeQueriesRun(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := connect(t, postgres.NewTestDB(t))
+	blocks := strings.Split(string(readme), "```sql\n")[1:]
+	if len(blocks) == 0 {
+		t.Fatal("README has no sql examples")
+	}
+	for _, b := range blocks {
+		query, _, _ := strings.Cut(b, "```")
+		rows, err := conn.Query(t.Context(), query)
+		if err == nil {
+			rows.Close()
+			err = rows.Err()
+		}
+		if err != nil {
+			t.Errorf("README query fails: %v\n%s", err, query)
+		}
 	}
 }

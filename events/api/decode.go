@@ -365,7 +365,10 @@ func decodeObject(n *yaml.Node, apiVersion, kind string, raw rawDocument) (Objec
 		return nil, warnings, errs
 	}
 	if len(w.placeholders) > 0 {
-		reflect.ValueOf(obj).Elem().FieldByName("Placeholders").Set(reflect.ValueOf(w.placeholders))
+		// Every typed kind has a Placeholders field for Validate to report.
+		if f := reflect.ValueOf(obj).Elem().FieldByName("Placeholders"); f.IsValid() && f.CanSet() {
+			f.Set(reflect.ValueOf(w.placeholders))
+		}
 	}
 	return obj, warnings, nil
 }

@@ -72,7 +72,9 @@ func TestValidatePlacement(t *testing.T) {
 				c.Spec.ResourceSelectors[i] = ClusterResourceSelector{Version: "v1", Kind: "Namespace"}
 			}
 		}, []string{"spec.resourceSelectors: at most 100 resource selectors are allowed, not 101"}},
-		{"version and kind required", func(c *ClusterResourcePlacement) { c.Spec.ResourceSelectors[0] = ClusterResourceSelector{Group: "apps"} },
+		{"version and kind required", func(c *ClusterResourcePlacement) {
+			c.Spec.ResourceSelectors[0] = ClusterResourceSelector{Group: "apps"}
+		},
 			[]string{"spec.resourceSelectors[0].version: is required", "spec.resourceSelectors[0].kind: is required"}},
 		{"name and labelSelector", func(c *ClusterResourcePlacement) {
 			c.Spec.ResourceSelectors[0].LabelSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}}
@@ -102,7 +104,9 @@ func TestValidatePlacement(t *testing.T) {
 		{"PickFixed", func(c *ClusterResourcePlacement) {
 			c.Spec.Policy = &PlacementPolicy{PlacementType: PickFixedPlacementType, ClusterNames: []string{"a", "b.example"}}
 		}, nil},
-		{"PickFixed without names", func(c *ClusterResourcePlacement) { c.Spec.Policy = &PlacementPolicy{PlacementType: PickFixedPlacementType} },
+		{"PickFixed without names", func(c *ClusterResourcePlacement) {
+			c.Spec.Policy = &PlacementPolicy{PlacementType: PickFixedPlacementType}
+		},
 			[]string{"spec.policy.clusterNames: must name at least one cluster when placementType is PickFixed"}},
 		{"PickFixed duplicate and invalid names", func(c *ClusterResourcePlacement) {
 			c.Spec.Policy = &PlacementPolicy{PlacementType: PickFixedPlacementType, ClusterNames: []string{"a", "B", "a", ""}}
@@ -119,7 +123,10 @@ func TestValidatePlacement(t *testing.T) {
 		}, []string{"spec.policy.clusterNames: at most 100 cluster names are allowed, not 101"}},
 		{"clusterNames with PickAll", func(c *ClusterResourcePlacement) { c.Spec.Policy = &PlacementPolicy{ClusterNames: []string{"a"}} },
 			[]string{"spec.policy.clusterNames: is only allowed when placementType is PickFixed"}},
-		{"clusterNames with PickN", func(c *ClusterResourcePlacement) { c.Spec.Policy = pickN(1); c.Spec.Policy.ClusterNames = []string{"a"} },
+		{"clusterNames with PickN", func(c *ClusterResourcePlacement) {
+			c.Spec.Policy = pickN(1)
+			c.Spec.Policy.ClusterNames = []string{"a"}
+		},
 			[]string{"spec.policy.clusterNames: is only allowed when placementType is PickFixed"}},
 
 		// numberOfClusters

@@ -21,7 +21,7 @@ const EnvUseDocker = "FLOTILLA_USE_DOCKER"
 // Default images; pinned so that a test run means the same thing everywhere.
 const (
 	PostgresImage = "postgres:17-alpine"
-	NATSImage     = "nats:2.12-alpine"
+	NATSImage     = "nats:2-alpine"
 )
 
 // Enabled reports whether the container path was asked for.

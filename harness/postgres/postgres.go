@@ -50,7 +50,8 @@ type Options struct {
 	// the newest /usr/lib/postgresql/*/bin.
 	BinDir string
 	// Dir is where the server's scratch directory is created (default os.TempDir(), or /tmp when
-	// running as root, since the server then runs as another user who must reach it).
+	// running as root, since the server then runs as another user who must be able to reach it;
+	// a t.TempDir() is not reachable, its parents being 0700).
 	Dir string
 	// Log receives the steps taken (binaries found, user, port). Nil discards them.
 	Log io.Writer
@@ -217,6 +218,32 @@ func (u *runAs) apply(cmd *exec.Cmd) {
 	cmd.Env = append(os.Environ(), "HOME="+cmd.Dir, "USER="+u.name, "LOGNAME="+u.name)
 }
 
+// traversable checks that as can reach dir: every directory from / down must let it search.
+func traversable(dir string, as *runAs) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	for p := abs; ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		mode := fi.Mode().Perm()
+		canSearch := mode&0o001 != 0 ||
+			(ok && st.Uid == as.uid && mode&0o100 != 0) ||
+			(ok && st.Gid == as.gid && mode&0o010 != 0)
+		if !canSearch {
+			return fmt.Errorf("user %s, which runs PostgreSQL because we are root, cannot reach %s (%s is %v); "+
+				"use a directory under /tmp", as.name, dir, p, mode)
+		}
+		if p == filepath.Dir(p) {
+			return nil
+		}
+	}
+}
+
 // scratchPrefix names the server's scratch directories, so leftovers of killed test binaries
 // are recognised and swept by the next Start.
 const scratchPrefix = "flotilla-pg-"
@@ -241,6 +268,11 @@ func startLocal(ctx context.Context, opts Options) (*Server, error) {
 		if as != nil {
 			// The server's user must traverse every parent of its directory; /tmp is 1777.
 			base = "/tmp"
+		}
+	}
+	if as != nil {
+		if err := traversable(base, as); err != nil {
+			return nil, fmt.Errorf("start postgres: %w", err)
 		}
 	}
 	dir, err := proc.ScratchDir(base, scratchPrefix)

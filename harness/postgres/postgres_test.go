@@ -159,3 +159,14 @@ func TestNewDatabaseNeedsAKnownTemplate(t *testing.T) {
 		t.Fatal("NewDatabase from an unknown template succeeded")
 	}
 }
+
+func TestRootNeedsAReachableDirectory(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only root runs the server as another user")
+	}
+	t.Parallel()
+	_, err := postgres.Start(t.Context(), postgres.Options{Dir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "cannot reach") {
+		t.Fatalf("Start in an unreachable directory: %v", err)
+	}
+}

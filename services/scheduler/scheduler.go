@@ -71,7 +71,7 @@ func (s *Scheduler) handle(ctx context.Context, ev cloudevents.Event, _ bus.Meta
 	defer s.mu.Unlock()
 	var dirtyMembers bool
 	ran, err := inbox.Handle(ctx, s.env.Pool, consumer, ev, func(ctx context.Context, tx pgx.Tx) error {
-		if err := s.syncMembers(ctx, tx); err != nil {
+		if err := s.syncMembers(ctx, tx, changesMembers(payload)); err != nil {
 			return err
 		}
 		switch p := payload.(type) {
@@ -107,4 +107,13 @@ func (s *Scheduler) handle(ctx context.Context, ev cloudevents.Event, _ bus.Meta
 		s.env.Log.Debug("event already handled", "id", ev.ID(), "type", ev.Type())
 	}
 	return nil
+}
+
+// changesMembers reports whether an event may change the member set.
+func changesMembers(payload any) bool {
+	switch payload.(type) {
+	case *events.MemberJoined, *events.MemberUpdated, *events.MemberLeft, *events.MemberHeartbeat:
+		return true
+	}
+	return false
 }

@@ -52,14 +52,22 @@ func newScheduler(env *service.Env, now func() time.Time) *Scheduler {
 func (s *Scheduler) load(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return pgx.BeginFunc(ctx, s.env.Pool, func(tx pgx.Tx) error { return s.syncMembers(ctx, tx) })
+	return pgx.BeginFunc(ctx, s.env.Pool, func(tx pgx.Tx) error { return s.syncMembers(ctx, tx, false) })
 }
 
 // syncMembers reloads the members when another replica (or a rolled-back
-// transaction) changed them since this one last looked.
-func (s *Scheduler) syncMembers(ctx context.Context, tx pgx.Tx) error {
+// transaction) changed them since this one last looked. It locks the fleet
+// version row until commit: shared for a placement decision, exclusive for a
+// member change. So a decision never uses a member set that a concurrent
+// member change is about to replace, and that change's re-decision of every
+// placement sees placements committed before it.
+func (s *Scheduler) syncMembers(ctx context.Context, tx pgx.Tx, exclusive bool) error {
+	lock := "share"
+	if exclusive {
+		lock = "update"
+	}
 	var version int64
-	if err := tx.QueryRow(ctx, `select version from fleet_version`).Scan(&version); err != nil {
+	if err := tx.QueryRow(ctx, `select version from fleet_version for `+lock).Scan(&version); err != nil {
 		return fmt.Errorf("read fleet version: %w", err)
 	}
 	if version == s.fleetVersion {
@@ -101,32 +109,55 @@ func (s *Scheduler) bumpFleet(ctx context.Context, tx pgx.Tx) error {
 	if err != nil {
 		return fmt.Errorf("bump fleet version: %w", err)
 	}
-	s.set = nil
 	return nil
 }
 
-// memberSet builds the scheduler's view of the members once per change.
+// memberSet builds the scheduler's view of the members after a reload.
 func (s *Scheduler) memberSet() (*framework.MemberSet, error) {
 	if s.set != nil {
 		return s.set, nil
 	}
 	list := make([]*framework.Member, 0, len(s.members))
 	for _, m := range s.members {
-		spec := schedule.MemberSpecFrom(&m.mc)
-		spec.Joined = m.joined
-		// Joining is a sign of life: a member counts as heard from when it joins.
-		spec.LastHeartbeat = m.heartbeat
-		if m.joinedAt.After(spec.LastHeartbeat) {
-			spec.LastHeartbeat = m.joinedAt
-		}
-		fm, err := framework.NewMember(spec)
+		fm, err := m.framework()
 		if err != nil {
-			return nil, fmt.Errorf("member %s: %w", m.mc.Name, err)
+			return nil, err
 		}
 		list = append(list, fm)
 	}
 	s.set = framework.NewMemberSet(list...)
 	return s.set, nil
+}
+
+// refresh puts one changed member into the built member set, which is cheap
+// compared with rebuilding the set of thousands.
+func (s *Scheduler) refresh(m *member) error {
+	s.members[m.mc.Name] = m
+	if s.set == nil {
+		return nil
+	}
+	fm, err := m.framework()
+	if err != nil {
+		return err
+	}
+	s.set = s.set.With(fm)
+	return nil
+}
+
+// framework converts a member for the scheduling plugins.
+func (m *member) framework() (*framework.Member, error) {
+	spec := schedule.MemberSpecFrom(&m.mc)
+	spec.Joined = m.joined
+	// Joining is a sign of life: a member counts as heard from when it joins.
+	spec.LastHeartbeat = m.heartbeat
+	if m.joinedAt.After(spec.LastHeartbeat) {
+		spec.LastHeartbeat = m.joinedAt
+	}
+	fm, err := framework.NewMember(spec)
+	if err != nil {
+		return nil, fmt.Errorf("member %s: %w", m.mc.Name, err)
+	}
+	return fm, nil
 }
 
 func (s *Scheduler) upsertMember(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, mc *api.MemberCluster, join bool) error {
@@ -163,7 +194,9 @@ func (s *Scheduler) upsertMember(ctx context.Context, tx pgx.Tx, ev cloudevents.
 	if prev != nil {
 		m.heartbeat = prev.heartbeat
 	}
-	s.members[mc.Name] = m
+	if err := s.refresh(m); err != nil {
+		return bus.Permanent(err)
+	}
 	if err := s.bumpFleet(ctx, tx); err != nil {
 		return err
 	}
@@ -178,7 +211,11 @@ func (s *Scheduler) leaveMember(ctx context.Context, tx pgx.Tx, ev cloudevents.E
 	if _, err := tx.Exec(ctx, `update member_clusters set state = 'left', left_at = now(), updated_at = now() where name = $1`, name); err != nil {
 		return fmt.Errorf("store member %s leaving: %w", name, err)
 	}
-	m.joined = false
+	left := *m
+	left.joined = false
+	if err := s.refresh(&left); err != nil {
+		return err
+	}
 	if err := s.bumpFleet(ctx, tx); err != nil {
 		return err
 	}
@@ -212,7 +249,11 @@ func (s *Scheduler) heartbeat(ctx context.Context, tx pgx.Tx, ev cloudevents.Eve
 		hb.Name, spec, props, hb.ObservedAt); err != nil {
 		return false, fmt.Errorf("store heartbeat of %s: %w", hb.Name, err)
 	}
-	m.mc, m.heartbeat = next, hb.ObservedAt
+	beat := *m
+	beat.mc, beat.heartbeat = next, hb.ObservedAt
+	if err := s.refresh(&beat); err != nil {
+		return false, bus.Permanent(err)
+	}
 	if !changed {
 		return false, nil
 	}

@@ -76,6 +76,8 @@ func New(cfg *rest.Config, opts Options) (*Applier, error) {
 	if cfg.QPS == 0 || cfg.QPS < 200 {
 		cfg.QPS, cfg.Burst = 500, 1000
 	}
+	// Deprecation warnings of the kinds a scan lists are noise here.
+	cfg.WarningHandler = rest.NoWarnings{}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 30 * time.Second
 	}

@@ -178,12 +178,11 @@ func (r *run) process(ctx context.Context, t *tracked) {
 	placementName := r.w.Placement
 	owners := []string(nil)
 	if live != nil {
-		owners = manifest.OwnersOf(live)
+		owners = manifest.OwnerTokens(live.GetLabels())
 	}
-	ours := slices.Contains(owners, placementName)
+	ours := live != nil && manifest.OwnedBy(live.GetLabels(), placementName)
 	t.owned = ours
-	desired := t.obj.Object.DeepCopy()
-	manifest.SetMarks(desired, append(slices.Clone(owners), placementName), t.obj.Hash)
+	desired := marked(t, owners, placementName)
 
 	takingOver := false
 	if live != nil && !ours {
@@ -218,7 +217,7 @@ func (r *run) process(ctx context.Context, t *tracked) {
 	}
 
 	if ours && r.strategy.WhenToApply == api.WhenToApplyTypeIfNotDrifted &&
-		live.GetAnnotations()[manifest.ManifestHashAnnotation] == t.obj.Hash {
+		live.GetLabels()[manifest.ManifestHashLabel] == t.obj.Hash {
 		// The same manifest was applied before: any difference now was
 		// made on the member.
 		drifts, err := a.compare(ctx, t, desired, live, r.strategy.ComparisonOption)
@@ -282,8 +281,7 @@ func (r *run) reportDiff(ctx context.Context, t *tracked, live *unstructured.Uns
 	if live == nil {
 		t.result.Diffs = diff.Redact(t.obj.Object, diff.Missing())
 	} else {
-		desired := t.obj.Object.DeepCopy()
-		manifest.SetMarks(desired, []string{r.w.Placement}, t.obj.Hash)
+		desired := marked(t, nil, r.w.Placement)
 		diffs, err := r.a.compare(ctx, t, desired, live, r.strategy.ComparisonOption)
 		if err != nil {
 			r.fail(t, FailedToReportDiffReason, err)
@@ -299,6 +297,15 @@ func (r *run) reportDiff(ctx context.Context, t *tracked, live *unstructured.Uns
 	}
 }
 
+// marked is the manifest of t as it is applied: with the marks of the
+// placement and of the other owners the member object has (all of them must
+// be in every apply, as they share one field manager).
+func marked(t *tracked, owners []string, placementName string) *unstructured.Unstructured {
+	u := t.obj.Object.DeepCopy()
+	manifest.SetMarks(u, append(slices.Clone(owners), placementName), t.obj.Hash)
+	return u
+}
+
 // otherOwners names what else owns live: other placements, and owner
 // references to anything.
 func otherOwners(live *unstructured.Unstructured, placements []string) []string {
@@ -312,13 +319,13 @@ func otherOwners(live *unstructured.Unstructured, placements []string) []string 
 	return out
 }
 
-// appliedCRDs names the CRDs this run applied, to wait for.
-func (r *run) appliedCRDs() []string {
-	var names []string
+// appliedCRDs lists the CRDs this run applied, to wait for.
+func (r *run) appliedCRDs() []*tracked {
+	var out []*tracked
 	for _, t := range r.objects {
-		if t.obj.Object != nil && t.gvr == crdGVR && t.result.Applied.Status == statusTrue {
-			names = append(names, t.obj.Object.GetName())
+		if t.obj.Object != nil && t.gvr.GroupResource() == crdGVR.GroupResource() && t.result.Applied.Status == statusTrue {
+			out = append(out, t)
 		}
 	}
-	return names
+	return out
 }

@@ -171,8 +171,8 @@ func (a *Applier) removeOne(ctx context.Context, placementName string, ref owned
 	if err != nil {
 		return nil, fmt.Errorf("read %s before removing it: %w", ref.key, err)
 	}
-	owners := manifest.OwnersOf(live)
-	if !slices.Contains(owners, placementName) || live.GetUID() != ref.uid {
+	owners := manifest.OwnerTokens(live.GetLabels())
+	if !manifest.OwnedBy(live.GetLabels(), placementName) || live.GetUID() != ref.uid {
 		return nil, nil // not ours (any more): leave it alone
 	}
 	if policy == api.DeletePropagationPolicyAbandon || len(owners) > 1 {
@@ -219,18 +219,15 @@ func (a *Applier) refResource(ref ownedRef) dynamic.ResourceInterface {
 // release takes placementName's ownership off live: the other owners stay
 // marked; with none left, every Flotilla mark goes.
 func (a *Applier) release(ctx context.Context, ref ownedRef, live *unstructured.Unstructured, placementName string) error {
-	rest := slices.DeleteFunc(manifest.OwnersOf(live), func(o string) bool { return o == placementName })
-	var patch map[string]any
-	if len(rest) == 0 {
-		patch = map[string]any{"metadata": map[string]any{
-			"labels":      map[string]any{manifest.ManagedByLabel: nil},
-			"annotations": map[string]any{manifest.PlacementsAnnotation: nil, manifest.ManifestHashAnnotation: nil},
-		}}
-	} else {
-		patch = map[string]any{"metadata": map[string]any{
-			"annotations": map[string]any{manifest.PlacementsAnnotation: manifest.JoinOwners(rest)},
-		}}
+	own := manifest.OwnerLabel(placementName)
+	labels := map[string]any{own: nil}
+	if rest := slices.DeleteFunc(manifest.OwnerTokens(live.GetLabels()), func(o string) bool {
+		return manifest.OwnerLabel(o) == own
+	}); len(rest) == 0 {
+		labels[manifest.ManagedByLabel] = nil
+		labels[manifest.ManifestHashLabel] = nil
 	}
+	patch := map[string]any{"metadata": map[string]any{"labels": labels}}
 	data, err := json.Marshal(patch)
 	if err != nil {
 		return err
@@ -302,7 +299,7 @@ func (a *Applier) scanOwned(ctx context.Context, placementName string) ([]ownedR
 			return
 		}
 		for _, item := range list.Items {
-			if !slices.Contains(manifest.Owners(item.Labels, item.Annotations), placementName) {
+			if !manifest.OwnedBy(item.Labels, placementName) {
 				continue
 			}
 			gk := schema.GroupKind{Group: r.gvr.Group, Kind: r.kind}
@@ -376,7 +373,7 @@ func (a *Applier) namespaceHoldsOthers(ctx context.Context, ns, placementName st
 			return
 		}
 		for _, item := range list.Items {
-			if systemObject(r, item.ObjectMeta) || slices.Contains(manifest.Owners(item.Labels, item.Annotations), placementName) {
+			if systemObject(r, item.ObjectMeta) || manifest.OwnedBy(item.Labels, placementName) {
 				continue
 			}
 			others = append(others, r.kind+" "+item.Name)
@@ -424,7 +421,7 @@ func (a *Applier) crdHoldsOthers(ctx context.Context, name, placementName string
 	}
 	var others []string
 	for _, item := range list.Items {
-		if item.DeletionTimestamp == nil && !slices.Contains(manifest.Owners(item.Labels, item.Annotations), placementName) {
+		if item.DeletionTimestamp == nil && !manifest.OwnedBy(item.Labels, placementName) {
 			others = append(others, strings.TrimPrefix(item.Namespace+"/"+item.Name, "/"))
 		}
 	}

@@ -103,17 +103,18 @@ func (a *Applier) resolve(t *tracked) error {
 
 var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
-// waitForCRDs waits (bounded) until the named CRDs are established, so that
-// custom resources in later waves can be mapped and applied.
-func (a *Applier) waitForCRDs(ctx context.Context, names []string) {
-	if len(names) == 0 {
+// waitForCRDs waits (bounded) until the applied CRDs are established, so
+// that custom resources in later waves can be mapped and applied.
+func (a *Applier) waitForCRDs(ctx context.Context, crds []*tracked) {
+	if len(crds) == 0 {
 		return
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for _, name := range names {
+	for _, t := range crds {
 		for time.Now().Before(deadline) {
-			u, err := a.dyn.Resource(crdGVR).Get(ctx, name, metav1.GetOptions{})
+			u, err := a.dyn.Resource(crdGVR).Get(ctx, t.obj.Object.GetName(), metav1.GetOptions{})
 			if err == nil && crdEstablished(u) {
+				t.live = u
 				break
 			}
 			select {

@@ -170,13 +170,20 @@ func Hash(u *unstructured.Unstructured) string {
 
 // Strip removes from u what an API server or another cluster added
 // (api.StripServerFields), plus what must never travel from the hub to a
-// member: owner references (they name hub UIDs) and Flotilla's own ownership
-// marks (a hub manifest must not claim ownership on its own).
+// member: owner references (they name hub UIDs), Flotilla's own ownership
+// marks (a hub manifest must not claim ownership on its own), and
+// KubeAdmiral's hub-side controls (the conflict-resolution annotation and the
+// propagation-policy labels), which KubeAdmiral itself drops when it
+// propagates an object.
 func Strip(u *unstructured.Unstructured) {
 	api.StripServerFields(u)
 	unstructured.RemoveNestedField(u.Object, "metadata", "ownerReferences")
-	removeKeys(u, "labels", IsOwnMark)
-	removeKeys(u, "annotations", IsOwnMark)
+	removeKeys(u, "labels", func(k string) bool {
+		return IsOwnMark(k) || k == api.PropagationPolicyNameLabel || k == api.ClusterPropagationPolicyNameLabel
+	})
+	removeKeys(u, "annotations", func(k string) bool {
+		return IsOwnMark(k) || k == api.ConflictResolutionAnnotation
+	})
 }
 
 func removeKeys(u *unstructured.Unstructured, field string, drop func(string) bool) {
@@ -201,8 +208,9 @@ func removeKeys(u *unstructured.Unstructured, field string, drop func(string) bo
 	_ = unstructured.SetNestedStringMap(u.Object, m, "metadata", field)
 }
 
-// IsOwnMark reports whether a label or annotation key is one of Flotilla's
-// ownership marks.
+// IsOwnMark reports whether a label or annotation key is in Flotilla's
+// domain (flotilla.dev or a subdomain).
 func IsOwnMark(key string) bool {
-	return strings.HasPrefix(key, MarkPrefix)
+	domain, _, found := strings.Cut(key, "/")
+	return found && (domain == "flotilla.dev" || strings.HasSuffix(domain, ".flotilla.dev"))
 }

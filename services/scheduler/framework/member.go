@@ -3,6 +3,7 @@ package framework
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -69,6 +70,10 @@ type Member struct {
 	properties map[string]Property
 	taintTexts []string
 	index      int
+	// staleAt is when the heartbeat goes stale, in Unix nanoseconds
+	// (math.MinInt64 when the member never beat): HeartbeatFresh runs for
+	// every member of every decision.
+	staleAt int64
 }
 
 // NewMember prepares a member for scheduling. It fails when a property value
@@ -97,6 +102,10 @@ func NewMember(spec MemberSpec) (*Member, error) {
 		}
 		m.properties[name] = Property{Quantity: q, Float: q.AsApproximateFloat64()}
 	}
+	m.staleAt = math.MinInt64
+	if !m.LastHeartbeat.IsZero() {
+		m.staleAt = m.LastHeartbeat.Add(MissedHeartbeats * m.HeartbeatPeriod).UnixNano()
+	}
 	m.taintTexts = make([]string, len(m.Taints))
 	for i, t := range m.Taints {
 		m.taintTexts[i] = t.String()
@@ -120,10 +129,7 @@ func (m *Member) Index() int { return m.index }
 // HeartbeatFresh reports whether the member has beaten within
 // MissedHeartbeats periods of now.
 func (m *Member) HeartbeatFresh(now time.Time) bool {
-	if m.LastHeartbeat.IsZero() {
-		return false
-	}
-	return now.Sub(m.LastHeartbeat) <= MissedHeartbeats*m.HeartbeatPeriod
+	return now.UnixNano() <= m.staleAt
 }
 
 // MemberSet is an immutable set of members sorted by name, so that "ties

@@ -36,9 +36,9 @@ func benchFleet(b testing.TB, n int) *framework.MemberSet {
 				"fleet.azure.com/resource-group": fmt.Sprintf("rg-%d", rng.IntN(100)),
 			},
 			Properties: map[string]string{
-				nodeCount:                 fmt.Sprint(nodes),
-				allocCPU:                  fmt.Sprintf("%dm", nodes*(3500+rng.IntN(60000))),
-				allocMem:                  fmt.Sprintf("%dMi", nodes*(12000+rng.IntN(250000))),
+				nodeCount: fmt.Sprint(nodes),
+				allocCPU:  fmt.Sprintf("%dm", nodes*(3500+rng.IntN(60000))),
+				allocMem:  fmt.Sprintf("%dMi", nodes*(12000+rng.IntN(250000))),
 				"resources.kubernetes-fleet.io/available-cpu":    fmt.Sprintf("%dm", nodes*rng.IntN(3500)),
 				"resources.kubernetes-fleet.io/available-memory": fmt.Sprintf("%dMi", nodes*rng.IntN(12000)),
 			},
@@ -133,5 +133,23 @@ func TestBenchPickNSpreadsEvenly(t *testing.T) {
 		if n != 10 {
 			t.Errorf("%s holds %d clusters, want 10 of 100 across 10 regions (max skew 1)", region, n)
 		}
+	}
+}
+
+// BenchmarkMemberSetHeartbeat replaces one member of 5,000 with new
+// properties, as a heartbeat does; label columns are shared, not rebuilt.
+func BenchmarkMemberSetHeartbeat(b *testing.B) {
+	fleet := benchFleet(b, 5000)
+	old := fleet.At(2500)
+	spec := old.MemberSpec
+	spec.Properties = map[string]string{nodeCount: "42", allocCPU: "100", allocMem: "400Gi"}
+	spec.LastHeartbeat = now
+	m, err := framework.NewMember(spec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		fleet.With(m)
 	}
 }

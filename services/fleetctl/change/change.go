@@ -1,0 +1,359 @@
+// Package change turns the objects of fleetctl apply and delete into the
+// events that carry them out: which event, on which subject, with which
+// payload. It does no I/O.
+package change
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/flotilla-dev/flotilla/events"
+	"github.com/flotilla-dev/flotilla/events/api"
+	"github.com/flotilla-dev/flotilla/services/fleetctl/kubeadmiral"
+	"github.com/flotilla-dev/flotilla/services/fleetctl/manifest"
+)
+
+// Change is one event to publish.
+type Change struct {
+	// Type is the event type, e.g. events.TypePlacementUpserted.
+	Type string
+	// Subject is the NATS subject, e.g. flotilla.placement.web.
+	Subject string
+	// EventSubject is the CloudEvent subject: the object's name, with its
+	// kind and namespace for hub objects.
+	EventSubject string
+	Payload      any
+}
+
+// Item is what one input object turns into: usually one change, two for a
+// KubeAdmiral policy.
+type Item struct {
+	// Object names the input object as kubectl does:
+	// clusterresourceplacement.placement.kubernetes-fleet.io/web-2-crp.
+	Object string
+	// Note follows the outcome in fleetctl's output, e.g. the placements a
+	// policy became.
+	Note    string
+	Changes []Change
+	// Warnings are printed before publishing.
+	Warnings []string
+}
+
+// Options tune the conversion.
+type Options struct {
+	// Namespace is given to namespaced hub objects that have none, as
+	// kubectl gives its context's namespace. Empty means "default".
+	Namespace string
+}
+
+func (o Options) namespace() string {
+	if o.Namespace == "" {
+		return "default"
+	}
+	return o.Namespace
+}
+
+// ObjectName names an object as kubectl does: <kind>.<group>/<name>, the
+// kind lower-cased and the group left out for the core group.
+func ObjectName(gvk schema.GroupVersionKind, name string) string {
+	r := strings.ToLower(gvk.Kind)
+	if gvk.Group != "" {
+		r += "." + gvk.Group
+	}
+	return r + "/" + name
+}
+
+// ForApply returns what applying docs publishes, in input order, or the
+// problems that prevent it. docs must have passed manifest.Load.
+func ForApply(docs []manifest.Document, opts Options) ([]Item, []manifest.Problem) {
+	var items []Item
+	var problems []manifest.Problem
+	policies := policiesIn(docs)
+	for _, d := range docs {
+		item, errs := applyItem(d, opts, policies)
+		if len(errs) > 0 {
+			problems = append(problems, manifest.ProblemsAt(d, errs)...)
+			continue
+		}
+		items = append(items, item)
+	}
+	return items, problems
+}
+
+func applyItem(d manifest.Document, opts Options, policies policySet) (Item, api.ErrorList) {
+	gvk := d.Object.GetObjectKind().GroupVersionKind()
+	item := Item{Object: ObjectName(gvk, d.Object.GetName())}
+	switch o := d.Object.(type) {
+	case *api.ClusterResourcePlacement:
+		c, err := placementUpserted(o)
+		if err != nil {
+			return item, fieldError("", err)
+		}
+		item.Changes = []Change{c}
+	case *api.MemberCluster:
+		m := *o
+		m.Status = api.MemberClusterStatus{}
+		m.ObjectMeta = userMetadata(m.ObjectMeta)
+		subject, err := events.MemberSubject(m.Name)
+		if err != nil {
+			return item, fieldError("metadata.name", err)
+		}
+		// Joined is an upsert: the scheduler takes a second Joined as an update.
+		item.Changes = []Change{{Type: events.TypeMemberJoined, Subject: subject, EventSubject: m.Name,
+			Payload: events.MemberJoined{Member: m}}}
+	case *api.PropagationPolicy, *api.ClusterPropagationPolicy:
+		p, _ := kubeadmiral.PolicyOf(o)
+		conv, errs := kubeadmiral.Convert(p)
+		item.Warnings = conv.Warnings
+		if len(errs) > 0 {
+			return item, errs
+		}
+		var names []string
+		for _, crp := range conv.Placements() {
+			c, err := placementUpserted(crp)
+			if err != nil {
+				return item, fieldError("metadata.name", err)
+			}
+			item.Changes = append(item.Changes, c)
+			names = append(names, crp.Name)
+		}
+		item.Note = "as clusterresourceplacements " + strings.Join(names, " and ")
+	case *api.ClusterResourceEnvelope, *api.ResourceEnvelope:
+		data, err := json.Marshal(o)
+		if err != nil {
+			return item, fieldError("", err)
+		}
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(data); err != nil {
+			return item, fieldError("", err)
+		}
+		return hubItem(item, u, opts)
+	case *unstructured.Unstructured:
+		item.Warnings = policies.unselected(o)
+		return hubItem(item, o.DeepCopy(), opts)
+	default:
+		return item, api.ErrorList{{Type: api.ErrorTypeNotSupported, Field: "kind", Detail: fmt.Sprintf("fleetctl cannot apply %T", o)}}
+	}
+	return item, nil
+}
+
+func placementUpserted(crp *api.ClusterResourcePlacement) (Change, error) {
+	p := *crp
+	// Status is the status service's to report, and server fields are the
+	// hub's to set: an object saved with fleetctl get -o yaml applies as is.
+	p.Status = api.PlacementStatus{}
+	p.ObjectMeta = userMetadata(p.ObjectMeta)
+	subject, err := events.PlacementSubject(p.Name)
+	if err != nil {
+		return Change{}, err
+	}
+	return Change{Type: events.TypePlacementUpserted, Subject: subject, EventSubject: p.Name,
+		Payload: events.PlacementUpserted{Placement: p}}, nil
+}
+
+// userMetadata keeps what a user sets in metadata.
+func userMetadata(m metav1.ObjectMeta) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, Labels: m.Labels, Annotations: m.Annotations}
+}
+
+// hubItem publishes a manifest to the hub store: server fields stripped, the
+// namespace filled in for namespaced kinds, and KubeAdmiral's adopt
+// annotation mirrored into kubeadmiral.AdoptLabel.
+func hubItem(item Item, u *unstructured.Unstructured, opts Options) (Item, api.ErrorList) {
+	if u.GetName() == "" {
+		return item, api.ErrorList{{Type: api.ErrorTypeRequired, Field: "metadata.name",
+			Detail: "is required: the hub store keeps objects by name, so generateName alone cannot be applied"}}
+	}
+	if api.StripServerFields(u) {
+		item.Warnings = append(item.Warnings, "server-populated fields (status, uid, resourceVersion, ...) were removed")
+	}
+	gvk := u.GroupVersionKind()
+	if u.GetNamespace() == "" && !ClusterScoped(gvk.GroupKind()) {
+		u.SetNamespace(opts.namespace())
+	}
+	if markAdoption(u) {
+		item.Note = "adoptable: labelled " + kubeadmiral.AdoptLabel + "=" + kubeadmiral.AdoptValue
+	}
+	manifestJSON, err := u.MarshalJSON()
+	if err != nil {
+		return item, fieldError("", err)
+	}
+	subject, err := events.HubResourceSubject(gvk.Group, gvk.Kind, u.GetNamespace(), u.GetName())
+	if err != nil {
+		return item, fieldError("metadata.name", err)
+	}
+	item.Changes = []Change{{Type: events.TypeHubResourceUpserted, Subject: subject, EventSubject: hubEventSubject(gvk, u.GetNamespace(), u.GetName()),
+		Payload: events.HubResourceUpserted{Manifest: manifestJSON}}}
+	return item, nil
+}
+
+// markAdoption sets kubeadmiral.AdoptLabel on an object that uses a
+// KubeAdmiral policy and asks to be adopted, so that the policy's adopting
+// placement selects it; it removes a stale label otherwise. It reports
+// whether the object is adoptable.
+func markAdoption(u *unstructured.Unstructured) bool {
+	labels := u.GetLabels()
+	usesPolicy := labels[api.PropagationPolicyNameLabel] != "" || labels[api.ClusterPropagationPolicyNameLabel] != ""
+	adopt := usesPolicy && u.GetAnnotations()[api.ConflictResolutionAnnotation] == api.ConflictResolutionAdopt
+	_, has := labels[kubeadmiral.AdoptLabel]
+	switch {
+	case adopt:
+		labels[kubeadmiral.AdoptLabel] = kubeadmiral.AdoptValue
+		u.SetLabels(labels)
+	case has:
+		delete(labels, kubeadmiral.AdoptLabel)
+		u.SetLabels(labels)
+	}
+	return adopt
+}
+
+func hubEventSubject(gvk schema.GroupVersionKind, namespace, name string) string {
+	s := gvk.Kind + "/"
+	if namespace != "" {
+		s += namespace + "/"
+	}
+	return s + name
+}
+
+// ForDelete returns what deleting docs publishes: a placement is deleted,
+// a member leaves with leave, a policy's placements are deleted, any other
+// object leaves the hub store. Only names are needed: docs need not validate.
+func ForDelete(docs []manifest.Document, leave events.LeavePolicy, opts Options) ([]Item, []manifest.Problem) {
+	var items []Item
+	var problems []manifest.Problem
+	for _, d := range docs {
+		item, errs := deleteItem(d, leave, opts)
+		if len(errs) > 0 {
+			problems = append(problems, manifest.ProblemsAt(d, errs)...)
+			continue
+		}
+		items = append(items, item)
+	}
+	return items, problems
+}
+
+func deleteItem(d manifest.Document, leave events.LeavePolicy, opts Options) (Item, api.ErrorList) {
+	gvk := d.Object.GetObjectKind().GroupVersionKind()
+	name := d.Object.GetName()
+	item := Item{Object: ObjectName(gvk, name)}
+	if name == "" {
+		return item, api.ErrorList{{Type: api.ErrorTypeRequired, Field: "metadata.name", Detail: "is required to delete an object"}}
+	}
+	switch o := d.Object.(type) {
+	case *api.ClusterResourcePlacement:
+		c, err := PlacementDeleted(name)
+		if err != nil {
+			return item, fieldError("metadata.name", err)
+		}
+		item.Changes = []Change{c}
+	case *api.MemberCluster:
+		c, err := MemberLeft(name, leave)
+		if err != nil {
+			return item, fieldError("metadata.name", err)
+		}
+		item.Changes = []Change{c}
+	case *api.PropagationPolicy, *api.ClusterPropagationPolicy:
+		p, _ := kubeadmiral.PolicyOf(o)
+		keep, adopt := p.PlacementNames()
+		for _, n := range []string{keep, adopt} {
+			c, err := PlacementDeleted(n)
+			if err != nil {
+				return item, fieldError("metadata.name", err)
+			}
+			item.Changes = append(item.Changes, c)
+		}
+		item.Note = "clusterresourceplacements " + keep + " and " + adopt
+	default:
+		ns := d.Object.GetNamespace()
+		if ns == "" && !ClusterScoped(gvk.GroupKind()) {
+			ns = opts.namespace()
+		}
+		c, err := HubResourceDeleted(api.ResourceIdentifier{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Namespace: ns, Name: name})
+		if err != nil {
+			return item, fieldError("metadata.name", err)
+		}
+		item.Changes = []Change{c}
+	}
+	return item, nil
+}
+
+// PlacementDeleted deletes the placement name.
+func PlacementDeleted(name string) (Change, error) {
+	subject, err := events.PlacementSubject(name)
+	if err != nil {
+		return Change{}, err
+	}
+	return Change{Type: events.TypePlacementDeleted, Subject: subject, EventSubject: name,
+		Payload: events.PlacementDeleted{Name: name}}, nil
+}
+
+// MemberLeft removes the member name from the fleet.
+func MemberLeft(name string, leave events.LeavePolicy) (Change, error) {
+	subject, err := events.MemberSubject(name)
+	if err != nil {
+		return Change{}, err
+	}
+	return Change{Type: events.TypeMemberLeft, Subject: subject, EventSubject: name,
+		Payload: events.MemberLeft{Name: name, LeavePolicy: leave}}, nil
+}
+
+// HubResourceDeleted removes an object from the hub store.
+func HubResourceDeleted(id api.ResourceIdentifier) (Change, error) {
+	subject, err := events.HubResourceSubject(id.Group, id.Kind, id.Namespace, id.Name)
+	if err != nil {
+		return Change{}, err
+	}
+	gvk := schema.GroupVersionKind{Group: id.Group, Version: id.Version, Kind: id.Kind}
+	return Change{Type: events.TypeHubResourceDeleted, Subject: subject, EventSubject: hubEventSubject(gvk, id.Namespace, id.Name),
+		Payload: events.HubResourceDeleted{Resource: id}}, nil
+}
+
+func fieldError(field string, err error) api.ErrorList {
+	return api.ErrorList{{Type: api.ErrorTypeInvalid, Field: field, Detail: err.Error()}}
+}
+
+// policySet holds the KubeAdmiral policies of one apply, by label key and name.
+type policySet map[string]kubeadmiral.Policy
+
+func policiesIn(docs []manifest.Document) policySet {
+	set := policySet{}
+	for _, d := range docs {
+		if p, ok := kubeadmiral.PolicyOf(d.Object); ok {
+			set[p.LabelKey()+"="+p.Name] = p
+		}
+	}
+	return set
+}
+
+// unselected warns about a hub object labelled for a KubeAdmiral policy whose
+// kind the policy does not select: it would silently stay on the hub. A
+// policy applied separately is judged by the default kinds.
+func (set policySet) unselected(u *unstructured.Unstructured) []string {
+	var warnings []string
+	for _, key := range []string{api.PropagationPolicyNameLabel, api.ClusterPropagationPolicyNameLabel} {
+		name := u.GetLabels()[key]
+		if name == "" {
+			continue
+		}
+		p, ok := set[key+"="+name]
+		if !ok {
+			p = kubeadmiral.Policy{Kind: api.PropagationPolicyKind, Name: name}
+			if key == api.ClusterPropagationPolicyNameLabel {
+				p.Kind = api.ClusterPropagationPolicyKind
+			}
+		}
+		kinds, _ := p.Kinds()
+		gvk := u.GroupVersionKind()
+		if !slices.Contains(kinds, gvk) {
+			warnings = append(warnings, fmt.Sprintf("%s %s does not select %s objects, so this one stays on the hub; add %s to the policy's %s annotation",
+				p.Kind, name, gvk.Kind, gvk.GroupVersion().String()+"/"+gvk.Kind, kubeadmiral.KindsAnnotation))
+		}
+	}
+	return warnings
+}

@@ -1,0 +1,181 @@
+package printer
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/util/duration"
+
+	"github.com/flotilla-dev/flotilla/events/api"
+)
+
+// Printer prints objects in one output format.
+type Printer struct {
+	Output Output
+	// NoHeaders leaves out the table header.
+	NoHeaders bool
+	// Now is the clock for ages; time.Now when nil.
+	Now func() time.Time
+}
+
+func (p Printer) now() time.Time {
+	if p.Now == nil {
+		return time.Now()
+	}
+	return p.Now()
+}
+
+// Placements prints placements. single is set when one placement was asked
+// for by name: structured formats then print the object itself, otherwise a
+// v1 List, as kubectl does.
+func (p Printer) Placements(w io.Writer, crps []api.ClusterResourcePlacement, single bool) error {
+	crps = slices.Clone(crps)
+	for i := range crps {
+		setKind(&crps[i].TypeMeta, api.PlacementGroupVersion.String(), api.ClusterResourcePlacementKind)
+	}
+	slices.SortFunc(crps, func(a, b api.ClusterResourcePlacement) int { return strings.Compare(a.Name, b.Name) })
+	switch p.Output.Format {
+	case Table, Wide:
+		wide, now := p.Output.Format == Wide, p.now()
+		rows := make([][]string, 0, len(crps))
+		for i := range crps {
+			rows = append(rows, placementRow(&crps[i], now, wide))
+		}
+		return p.table(w, placementColumns(wide), rows)
+	case Name:
+		for _, crp := range crps {
+			fmt.Fprintf(w, "clusterresourceplacement.%s/%s\n", api.PlacementGroupVersion.Group, crp.Name)
+		}
+		return nil
+	}
+	if single && len(crps) == 1 {
+		return printStructured(w, p.Output, &crps[0])
+	}
+	return printStructured(w, p.Output, newList(crps))
+}
+
+// Members prints member clusters; single as for Placements.
+func (p Printer) Members(w io.Writer, members []api.MemberCluster, single bool) error {
+	members = slices.Clone(members)
+	for i := range members {
+		setKind(&members[i].TypeMeta, api.ClusterGroupVersion.String(), api.MemberClusterKind)
+	}
+	slices.SortFunc(members, func(a, b api.MemberCluster) int { return strings.Compare(a.Name, b.Name) })
+	switch p.Output.Format {
+	case Table, Wide:
+		wide, now := p.Output.Format == Wide, p.now()
+		rows := make([][]string, 0, len(members))
+		for i := range members {
+			rows = append(rows, memberRow(&members[i], now, wide))
+		}
+		return p.table(w, memberColumns(wide), rows)
+	case Name:
+		for _, m := range members {
+			fmt.Fprintf(w, "membercluster.%s/%s\n", api.ClusterGroupVersion.Group, m.Name)
+		}
+		return nil
+	}
+	if single && len(members) == 1 {
+		return printStructured(w, p.Output, &members[0])
+	}
+	return printStructured(w, p.Output, newList(members))
+}
+
+// setKind fills in apiVersion and kind when the answer left them out.
+func setKind(t *metav1.TypeMeta, apiVersion, kind string) {
+	if t.APIVersion == "" {
+		t.APIVersion = apiVersion
+	}
+	if t.Kind == "" {
+		t.Kind = kind
+	}
+}
+
+func (p Printer) table(w io.Writer, columns []string, rows [][]string) error {
+	tw := newTabWriter(w)
+	if !p.NoHeaders {
+		fmt.Fprintln(tw, strings.Join(columns, "\t"))
+	}
+	for _, row := range rows {
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
+	}
+	return tw.Flush()
+}
+
+// newTabWriter aligns columns as kubectl's printers do.
+func newTabWriter(w io.Writer) *tabwriter.Writer {
+	return tabwriter.NewWriter(w, 6, 4, 3, ' ', 0)
+}
+
+// Age renders the time since t as kubectl's AGE column does.
+func Age(t metav1.Time, now time.Time) string {
+	if t.IsZero() {
+		return "<unknown>"
+	}
+	return duration.HumanDuration(now.Sub(t.Time))
+}
+
+func placementColumns(wide bool) []string {
+	c := []string{"NAME", "GEN", "SCHEDULED", "SCHEDULED-GEN", "AVAILABLE", "AVAILABLE-GEN", "AGE"}
+	if wide {
+		c = append(c, "APPLIED", "APPLIED-GEN", "POLICY", "CLUSTERS")
+	}
+	return c
+}
+
+// placementRow follows the printer columns of Fleet's CRD: the Scheduled and
+// Available conditions with the generation each was observed at; empty when
+// a condition is not reported yet.
+func placementRow(crp *api.ClusterResourcePlacement, now time.Time, wide bool) []string {
+	status := func(t api.ClusterResourcePlacementConditionType) (string, string) {
+		c := meta.FindStatusCondition(crp.Status.Conditions, string(t))
+		if c == nil {
+			return "", ""
+		}
+		return string(c.Status), strconv.FormatInt(c.ObservedGeneration, 10)
+	}
+	sched, schedGen := status(api.ClusterResourcePlacementScheduledConditionType)
+	avail, availGen := status(api.ClusterResourcePlacementAvailableConditionType)
+	row := []string{crp.Name, strconv.FormatInt(crp.Generation, 10), sched, schedGen, avail, availGen, Age(crp.CreationTimestamp, now)}
+	if wide {
+		applied, appliedGen := status(api.ClusterResourcePlacementAppliedConditionType)
+		row = append(row, applied, appliedGen, string(crp.Spec.EffectivePlacementType()), strconv.Itoa(len(crp.Status.PlacementStatuses)))
+	}
+	return row
+}
+
+func memberColumns(wide bool) []string {
+	c := []string{"NAME", "JOINED", "AGE", "NODE-COUNT", "AVAILABLE-CPU", "AVAILABLE-MEMORY"}
+	if wide {
+		c = append(c, "ALLOCATABLE-CPU", "ALLOCATABLE-MEMORY")
+	}
+	return c
+}
+
+// memberRow follows the printer columns of Fleet's MemberCluster CRD.
+func memberRow(m *api.MemberCluster, now time.Time, wide bool) []string {
+	joined := ""
+	if c := meta.FindStatusCondition(m.Status.Conditions, string(api.ConditionTypeMemberClusterJoined)); c != nil {
+		joined = string(c.Status)
+	}
+	quantity := func(l api.ResourceList, name string) string {
+		if q, ok := l[name]; ok {
+			return q.String()
+		}
+		return ""
+	}
+	usage := m.Status.ResourceUsage
+	row := []string{m.Name, joined, Age(m.CreationTimestamp, now), m.Status.Properties[api.NodeCountProperty].Value,
+		quantity(usage.Available, "cpu"), quantity(usage.Available, "memory")}
+	if wide {
+		row = append(row, quantity(usage.Allocatable, "cpu"), quantity(usage.Allocatable, "memory"))
+	}
+	return row
+}

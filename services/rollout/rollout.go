@@ -1,0 +1,226 @@
+// Package rollout is the rollout service. It keeps the hub store (the
+// Kubernetes manifests placements select from), cuts an immutable resource
+// snapshot of each placement's selected objects whenever their content
+// changes, and rolls each snapshot out across the clusters the scheduler
+// chose, within the placement's maxUnavailable and maxSurge, by publishing the
+// complete desired state of every (cluster, placement) and tombstones for the
+// clusters a placement leaves. It reports per cluster why a rollout has not
+// started and which clusters are stuck.
+//
+// Every consumed event changes PostgreSQL and enqueues the events it causes
+// in one transaction with its inbox row; work for one placement is serialised
+// by a row lock, so replicas may share the durable consumer. Timers (the
+// snapshot coalescing window, unavailablePeriodSeconds, the stuck deadline)
+// are timestamps in PostgreSQL that a ticker loop acts on, so they survive
+// restarts.
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
+
+	"github.com/flotilla-dev/flotilla/events"
+	"github.com/flotilla-dev/flotilla/events/bus"
+	"github.com/flotilla-dev/flotilla/events/inbox"
+	"github.com/flotilla-dev/flotilla/events/service"
+)
+
+// Defaults of Config.
+const (
+	DefaultSnapshotWindow = 250 * time.Millisecond
+	DefaultStuckAfter     = 5 * time.Minute
+	DefaultTick           = 100 * time.Millisecond
+)
+
+// Config configures the rollout service.
+type Config struct {
+	NATSURL     string
+	NATSOptions []nats.Option
+	DatabaseURL string
+	HealthAddr  string
+	Logger      *slog.Logger
+	// Topology tunes the streams and consumers (tests shorten timeouts).
+	Topology bus.TopologyOptions
+
+	// SnapshotWindow coalesces changes: a placement's selection is evaluated
+	// this long after the first hub or spec change since its last
+	// evaluation, so a burst of changes gives one snapshot. Default 250ms.
+	SnapshotWindow time.Duration
+	// StuckAfter is how long a scheduled cluster may take to become applied
+	// and available with the current resources before it is reported stuck.
+	// Default 5 minutes.
+	StuckAfter time.Duration
+	// Tick is how often the timers are checked. Default 100ms.
+	Tick time.Duration
+	// Now is the clock; time.Now by default.
+	Now func() time.Time
+}
+
+// consumer names the rollout's durable consumer and its inbox rows.
+const consumer = bus.ConsumerRollout
+
+// Run runs the rollout service until ctx ends.
+func Run(ctx context.Context, cfg Config) error {
+	if cfg.DatabaseURL == "" {
+		return errors.New("rollout: a database URL is required (--database-url or DATABASE_URL)")
+	}
+	if cfg.SnapshotWindow < 0 || cfg.StuckAfter < 0 || cfg.Tick < 0 {
+		return errors.New("rollout: the snapshot window, stuck deadline and tick must not be negative")
+	}
+	env, err := service.Open(ctx, service.Options{
+		Name: "rollout", NATSURL: cfg.NATSURL, NATSOptions: cfg.NATSOptions,
+		DatabaseURL: cfg.DatabaseURL, HealthAddr: cfg.HealthAddr, Logger: cfg.Logger, Topology: cfg.Topology,
+	})
+	if err != nil {
+		return fmt.Errorf("rollout: %w", err)
+	}
+	defer env.Close()
+	r := newRollout(env, cfg)
+	return env.Run(ctx,
+		func(ctx context.Context) error {
+			return bus.Consume(ctx, env.JS, bus.StreamEvents, consumer, r.handle,
+				bus.WithValidator(events.Validate), bus.WithLogger(env.Log))
+		},
+		r.runTimers,
+	)
+}
+
+// rollout is the service's state: none in memory beyond configuration.
+type rollout struct {
+	env        *service.Env
+	log        *slog.Logger
+	now        func() time.Time
+	window     time.Duration
+	stuckAfter time.Duration
+	tick       time.Duration
+}
+
+func newRollout(env *service.Env, cfg Config) *rollout {
+	r := &rollout{env: env, log: env.Log, now: cfg.Now, window: cfg.SnapshotWindow, stuckAfter: cfg.StuckAfter, tick: cfg.Tick}
+	if r.now == nil {
+		r.now = time.Now
+	}
+	if r.window == 0 {
+		r.window = DefaultSnapshotWindow
+	}
+	if r.stuckAfter == 0 {
+		r.stuckAfter = DefaultStuckAfter
+	}
+	if r.tick == 0 {
+		r.tick = DefaultTick
+	}
+	return r
+}
+
+// handle applies one event: its state changes and the events they cause
+// commit together with its inbox row.
+func (r *rollout) handle(ctx context.Context, ev cloudevents.Event, m bus.Meta) error {
+	payload, err := events.Decode(ev)
+	if err != nil {
+		return bus.Permanent(err)
+	}
+	switch payload.(type) {
+	case *events.HubResourceUpserted, *events.HubResourceDeleted,
+		*events.PlacementUpserted, *events.PlacementDeleted, *events.PlacementScheduled,
+		*events.WorkReported, *events.MemberJoined, *events.MemberLeft:
+	default:
+		// Heartbeats, member updates: not the rollout's business, and
+		// frequent enough that an inbox row for each would be waste.
+		return nil
+	}
+	ran, err := inbox.Handle(ctx, r.env.Pool, consumer, ev, func(ctx context.Context, tx pgx.Tx) error {
+		now := r.now()
+		switch p := payload.(type) {
+		case *events.HubResourceUpserted:
+			return r.upsertHubResource(ctx, tx, ev, m, p, now)
+		case *events.HubResourceDeleted:
+			return r.deleteHubResource(ctx, tx, ev, m, p, now)
+		case *events.PlacementUpserted:
+			return r.upsertPlacement(ctx, tx, m, p, now)
+		case *events.PlacementDeleted:
+			return r.deletePlacement(ctx, tx, m, p.Name, now)
+		case *events.PlacementScheduled:
+			return r.scheduled(ctx, tx, m, p, now)
+		case *events.WorkReported:
+			return r.reported(ctx, tx, m, p, now)
+		case *events.MemberJoined:
+			return r.memberChanged(ctx, tx, m, p.Member.Name, false, "")
+		case *events.MemberLeft:
+			return r.memberChanged(ctx, tx, m, p.Name, true, p.LeavePolicy)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if !ran {
+		r.log.Debug("event already handled", "id", ev.ID(), "type", ev.Type())
+	}
+	return nil
+}
+
+// runTimers reconciles the placements whose coalescing window ended or whose
+// timer (unavailable period, stuck deadline) is due, every tick, until ctx
+// ends. The due times live in PostgreSQL, so a restarted replica picks them
+// up; rows another replica is working on are skipped.
+func (r *rollout) runTimers(ctx context.Context) error {
+	t := time.NewTicker(r.tick)
+	defer t.Stop()
+	failures := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if err := r.fireTimers(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			failures++
+			// Say it once in a while, not every tick.
+			if failures == 1 || failures%100 == 0 {
+				r.log.Warn("rollout timers failed; retrying", "error", err, "failures", failures)
+			}
+			continue
+		}
+		failures = 0
+	}
+}
+
+// fireTimers reconciles every due placement once.
+func (r *rollout) fireTimers(ctx context.Context) error {
+	now := r.now()
+	rows, err := r.env.Pool.Query(ctx, `
+		select name from rollout_placements
+		where snapshot_due_at <= $1 or wake_at <= $1
+		order by name limit 500`, now)
+	if err != nil {
+		return fmt.Errorf("list due placements: %w", err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("list due placements: %w", err)
+	}
+	var errs []error
+	for _, name := range names {
+		err := pgx.BeginFunc(ctx, r.env.Pool, func(tx pgx.Tx) error {
+			p, err := lockPlacement(ctx, tx, name, lockDue, now)
+			if err != nil || p == nil {
+				return err
+			}
+			return r.reconcile(ctx, tx, p, now)
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("placement %s: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,236 @@
+// Package selection picks a placement's resources from the hub store: by
+// group, version and kind with a name or a label selector. A selected
+// Namespace brings every object in it; other kinds must be cluster-scoped and
+// are selected directly. Envelopes (ConfigMap envelopes, ResourceEnvelope,
+// ClusterResourceEnvelope) are selected as themselves: their contents are
+// unwrapped on the member, not here.
+package selection
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/flotilla-dev/flotilla/events/api"
+)
+
+// Object is one hub object as selection sees it.
+type Object struct {
+	// ID is the object's identity (never with an envelope).
+	ID       api.ResourceIdentifier
+	Labels   map[string]string
+	Manifest json.RawMessage
+	// skip is why a namespace's contents leave the object out ("" to keep it).
+	skip string
+}
+
+// Key is the identity of an object as one string, for maps and ordering.
+func Key(id api.ResourceIdentifier) string {
+	return strings.Join([]string{id.Group, id.Version, id.Kind, id.Namespace, id.Name}, "/")
+}
+
+// NewObject reads the identity and labels of a manifest.
+func NewObject(manifest json.RawMessage) (Object, error) {
+	var m struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Type       string `json:"type"` // a Secret's type
+		Metadata   struct {
+			Name            string                  `json:"name"`
+			Namespace       string                  `json:"namespace"`
+			Labels          map[string]string       `json:"labels"`
+			OwnerReferences []metav1.OwnerReference `json:"ownerReferences"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(manifest, &m); err != nil {
+		return Object{}, fmt.Errorf("read manifest: %w", err)
+	}
+	if m.APIVersion == "" || m.Kind == "" || m.Metadata.Name == "" {
+		return Object{}, errors.New("read manifest: apiVersion, kind and metadata.name are required")
+	}
+	group, version := "", m.APIVersion
+	if i := strings.LastIndex(m.APIVersion, "/"); i >= 0 {
+		group, version = m.APIVersion[:i], m.APIVersion[i+1:]
+	}
+	o := Object{
+		ID: api.ResourceIdentifier{Group: group, Version: version, Kind: m.Kind,
+			Namespace: m.Metadata.Namespace, Name: m.Metadata.Name},
+		Labels:   m.Metadata.Labels,
+		Manifest: manifest,
+	}
+	o.skip = skipReason(o.ID, m.Type, m.Metadata.OwnerReferences)
+	return o, nil
+}
+
+// skipReason says why an object in a selected namespace is not placed with
+// it: objects every namespace gets from its cluster, events, and objects a
+// controller owns (the controller's own object is placed and recreates them).
+func skipReason(id api.ResourceIdentifier, secretType string, owners []metav1.OwnerReference) string {
+	switch {
+	case id.Group == "" && id.Kind == "ConfigMap" && id.Name == "kube-root-ca.crt":
+		return "created by every cluster in every namespace"
+	case id.Group == "" && id.Kind == "ServiceAccount" && id.Name == "default":
+		return "created by every cluster in every namespace"
+	case id.Group == "" && id.Kind == "Secret" && secretType == "kubernetes.io/service-account-token":
+		return "a service account token is issued by each cluster"
+	case id.Kind == "Event" && (id.Group == "" || id.Group == "events.k8s.io"):
+		return "events are not placed"
+	}
+	for _, o := range owners {
+		if o.Controller != nil && *o.Controller {
+			return fmt.Sprintf("controlled by %s %s", o.Kind, o.Name)
+		}
+	}
+	return ""
+}
+
+// Store gives selection the hub objects it asks for.
+type Store interface {
+	// ByKind returns the objects of group/version/kind, only the one named
+	// name when it is not empty.
+	ByKind(ctx context.Context, group, version, kind, name string) ([]Object, error)
+	// InNamespace returns every object in namespace.
+	InNamespace(ctx context.Context, namespace string) ([]Object, error)
+}
+
+// InvalidError reports resource selectors that cannot select anything as
+// written: the placement's InvalidResourceSelectors.
+type InvalidError struct {
+	Problems []string
+}
+
+func (e *InvalidError) Error() string {
+	return "invalid resource selectors: " + strings.Join(e.Problems, "; ")
+}
+
+// Select returns the objects the selectors pick, each once, ordered by Key.
+// Selectors that cannot work (a namespaced kind selected directly, a label
+// selector that does not parse) give an *InvalidError listing every problem;
+// store failures are returned as they are.
+func Select(ctx context.Context, selectors []api.ClusterResourceSelector, store Store) ([]Object, error) {
+	picked := map[string]Object{}
+	var problems []string
+	for i, s := range selectors {
+		objs, problem, err := selectOne(ctx, s, store)
+		if err != nil {
+			return nil, fmt.Errorf("resource selector %d: %w", i, err)
+		}
+		if problem != "" {
+			problems = append(problems, fmt.Sprintf("resourceSelectors[%d] (%s): %s", i, describe(s), problem))
+			continue
+		}
+		for _, o := range objs {
+			picked[Key(o.ID)] = o
+		}
+	}
+	if len(problems) > 0 {
+		return nil, &InvalidError{Problems: problems}
+	}
+	out := make([]Object, 0, len(picked))
+	for _, o := range picked {
+		out = append(out, o)
+	}
+	slices.SortFunc(out, func(a, b Object) int { return cmp.Compare(Key(a.ID), Key(b.ID)) })
+	return out, nil
+}
+
+func selectOne(ctx context.Context, s api.ClusterResourceSelector, store Store) ([]Object, string, error) {
+	if s.Name != "" && s.LabelSelector != nil {
+		return nil, "set either name or labelSelector, not both", nil
+	}
+	match := labels.Everything()
+	if s.LabelSelector != nil {
+		sel, err := metav1.LabelSelectorAsSelector(s.LabelSelector)
+		if err != nil {
+			return nil, fmt.Sprintf("labelSelector: %v", err), nil
+		}
+		match = sel
+	}
+	if scope, known := KnownScope(s.Group, s.Kind); known && scope == Namespaced {
+		return nil, namespacedProblem(s), nil
+	}
+	candidates, err := store.ByKind(ctx, s.Group, s.Version, s.Kind, s.Name)
+	if err != nil {
+		return nil, "", err
+	}
+	var out []Object
+	for _, o := range candidates {
+		if o.ID.Namespace != "" {
+			// Not a kind this package knows, but the hub holds it in a
+			// namespace: it is namespaced.
+			return nil, namespacedProblem(s), nil
+		}
+		if !match.Matches(labels.Set(o.Labels)) {
+			continue
+		}
+		out = append(out, o)
+	}
+	if s.Group == "" && s.Kind == "Namespace" {
+		var contents []Object
+		for _, ns := range out {
+			objs, err := store.InNamespace(ctx, ns.ID.Name)
+			if err != nil {
+				return nil, "", err
+			}
+			for _, o := range objs {
+				if o.skip == "" {
+					contents = append(contents, o)
+				}
+			}
+		}
+		out = append(out, contents...)
+	}
+	return out, "", nil
+}
+
+func namespacedProblem(s api.ClusterResourceSelector) string {
+	return fmt.Sprintf("%s is a namespaced kind; a ClusterResourcePlacement selects cluster-scoped resources: select its Namespace to place the objects in it",
+		s.Kind)
+}
+
+func describe(s api.ClusterResourceSelector) string {
+	gv := s.Version
+	if s.Group != "" {
+		gv = s.Group + "/" + s.Version
+	}
+	switch {
+	case s.Name != "":
+		return fmt.Sprintf("%s %s %s", gv, s.Kind, s.Name)
+	case s.LabelSelector != nil:
+		return fmt.Sprintf("%s %s with labels %s", gv, s.Kind, metav1.FormatLabelSelector(s.LabelSelector))
+	default:
+		return fmt.Sprintf("%s %s", gv, s.Kind)
+	}
+}
+
+// Objects is an in-memory Store, for tests and small tools.
+type Objects []Object
+
+// ByKind implements Store.
+func (s Objects) ByKind(_ context.Context, group, version, kind, name string) ([]Object, error) {
+	var out []Object
+	for _, o := range s {
+		if o.ID.Group == group && o.ID.Version == version && o.ID.Kind == kind && (name == "" || o.ID.Name == name) {
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}
+
+// InNamespace implements Store.
+func (s Objects) InNamespace(_ context.Context, namespace string) ([]Object, error) {
+	var out []Object
+	for _, o := range s {
+		if o.ID.Namespace == namespace {
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,246 @@
+// Package fold turns the events that bear on a placement (its spec, the
+// scheduler's decision, the resource snapshot, rollout progress and the apply
+// workers' reports) into the Fleet-shaped ClusterResourcePlacement status, and
+// member events into the MemberCluster status. It is pure: no I/O, no clock;
+// the caller passes the time a change is stamped with.
+package fold
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/flotilla-dev/flotilla/events"
+	"github.com/flotilla-dev/flotilla/events/api"
+)
+
+// Fleet's API group versions and kinds, as the status service serves them.
+const (
+	PlacementAPIVersion = "placement.kubernetes-fleet.io/v1beta1"
+	PlacementKind       = "ClusterResourcePlacement"
+	MemberAPIVersion    = "cluster.kubernetes-fleet.io/v1beta1"
+	MemberKind          = "MemberCluster"
+)
+
+// Inputs is what the status of one placement is folded from: the placement as
+// last upserted and the latest event of each kind that bears on it. Events
+// arrive from several subjects and may be redelivered out of order, so each
+// Apply method ignores an event older than what it already holds.
+type Inputs struct {
+	// Placement is the placement as last upserted, defaulted, with its
+	// generation and creation time in metadata. Nil until the placement is
+	// known (a decision or report may arrive first).
+	Placement *api.ClusterResourcePlacement `json:"placement,omitempty"`
+	// Deleted is set once the placement is deleted; Placement keeps its last spec.
+	Deleted bool `json:"deleted,omitempty"`
+	// StrategyGeneration is the generation at which the placement's strategy
+	// last changed or the placement was (re)created. Rollout progress and apply
+	// reports answering an older generation describe a superseded strategy
+	// (whenToTakeOver Never, say) and no longer count.
+	StrategyGeneration int64 `json:"strategyGeneration,omitempty"`
+
+	Decision *events.PlacementScheduled `json:"decision,omitempty"`
+	Snapshot *events.SnapshotCreated    `json:"snapshot,omitempty"`
+	Rollout  *events.RolloutProgressed  `json:"rollout,omitempty"`
+	// Reports holds the latest apply report of each cluster.
+	Reports map[string]*events.WorkReported `json:"-"`
+}
+
+// Generation is the placement's generation, 0 while it is unknown.
+func (in *Inputs) Generation() int64 {
+	if in.Placement == nil {
+		return 0
+	}
+	return in.Placement.Generation
+}
+
+// Known reports whether the placement exists: upserted and not deleted.
+func (in *Inputs) Known() bool {
+	return in.Placement != nil && !in.Deleted
+}
+
+// Upsert records a placement as a user published it. The spec is defaulted;
+// the generation starts at 1 and bumps when the spec changed or the placement
+// had been deleted, which is how the scheduler counts, so decisions carry the
+// same generations. It reports whether the generation changed. Changing the
+// placement type of a live placement is refused (the scheduler refuses it
+// too, so counting it would put the generations out of step).
+func (in *Inputs) Upsert(crp api.ClusterResourcePlacement, now time.Time) (bool, error) {
+	api.SetDefaults(&crp)
+	if prev := in.Placement; prev != nil && !in.Deleted {
+		was, is := prev.Spec.EffectivePlacementType(), crp.Spec.EffectivePlacementType()
+		if was != is {
+			return false, fmt.Errorf("%w: placement %s: spec.policy.placementType was %s, now %s", ErrImmutable, crp.Name, was, is)
+		}
+	}
+	crp.TypeMeta = metav1.TypeMeta{APIVersion: PlacementAPIVersion, Kind: PlacementKind}
+	crp.Status = api.PlacementStatus{}
+	crp.ResourceVersion, crp.UID, crp.ManagedFields = "", "", nil
+	crp.DeletionTimestamp = nil
+
+	prev := in.Placement
+	recreated := prev == nil || in.Deleted
+	switch {
+	case prev == nil:
+		crp.Generation = 1
+	case in.Deleted || !sameJSON(prev.Spec, crp.Spec):
+		crp.Generation = prev.Generation + 1
+	default:
+		crp.Generation = prev.Generation
+	}
+	if recreated {
+		crp.CreationTimestamp = metav1.NewTime(now.UTC())
+	} else {
+		crp.CreationTimestamp = prev.CreationTimestamp
+	}
+	if recreated || !sameJSON(prev.Spec.Strategy, crp.Spec.Strategy) {
+		in.StrategyGeneration = crp.Generation
+	}
+	changed := prev == nil || prev.Generation != crp.Generation
+	in.Placement = &crp
+	in.Deleted = false
+	return changed, nil
+}
+
+// ErrImmutable reports an update that changes what cannot change.
+var ErrImmutable = errors.New("immutable field changed")
+
+// Delete records the placement's deletion. It reports whether anything changed.
+func (in *Inputs) Delete(now time.Time) bool {
+	if in.Placement == nil || in.Deleted {
+		return false
+	}
+	in.Deleted = true
+	t := metav1.NewTime(now.UTC())
+	in.Placement.DeletionTimestamp = &t
+	return true
+}
+
+// ApplyDecision records a scheduling decision unless it answers an older
+// generation than the one held.
+func (in *Inputs) ApplyDecision(d *events.PlacementScheduled) bool {
+	if in.Decision != nil && d.Generation < in.Decision.Generation {
+		return false
+	}
+	in.Decision = d
+	return true
+}
+
+// ApplySnapshot records a resource snapshot unless a newer one is held.
+func (in *Inputs) ApplySnapshot(s *events.SnapshotCreated) bool {
+	if in.Snapshot != nil && s.Index < in.Snapshot.Index {
+		return false
+	}
+	in.Snapshot = s
+	return true
+}
+
+// ApplyRollout records rollout progress unless it is older (by generation,
+// then resource index) than the progress held.
+func (in *Inputs) ApplyRollout(r *events.RolloutProgressed) bool {
+	if old := in.Rollout; old != nil {
+		if r.Generation < old.Generation || (r.Generation == old.Generation && r.ResourceIndex < old.ResourceIndex) {
+			return false
+		}
+	}
+	in.Rollout = r
+	return true
+}
+
+// ApplyReport records a cluster's apply report unless the one held was
+// observed later. A report answering a tombstone removes the cluster's report.
+func (in *Inputs) ApplyReport(r *events.WorkReported) bool {
+	old := in.Reports[r.Cluster]
+	if old != nil && r.ObservedAt.Before(old.ObservedAt) {
+		return false
+	}
+	if r.Deleted {
+		if old == nil {
+			return false
+		}
+		delete(in.Reports, r.Cluster)
+		return true
+	}
+	if in.Reports == nil {
+		in.Reports = map[string]*events.WorkReported{}
+	}
+	in.Reports[r.Cluster] = r
+	return true
+}
+
+// Apply records one event payload (a pointer, as events.Decode returns it) and
+// reports whether the inputs changed. Payloads that do not bear on a
+// placement's status are ignored.
+func (in *Inputs) Apply(payload any, now time.Time) (bool, error) {
+	switch p := payload.(type) {
+	case *events.PlacementUpserted:
+		before := in.Placement
+		changed, err := in.Upsert(p.Placement, now)
+		if err != nil {
+			return false, err
+		}
+		// Labels and annotations change the object without a new generation.
+		return changed || before == nil || !sameJSON(before.ObjectMeta, in.Placement.ObjectMeta), nil
+	case *events.PlacementDeleted:
+		return in.Delete(now), nil
+	case *events.PlacementScheduled:
+		return in.ApplyDecision(p), nil
+	case *events.SnapshotCreated:
+		return in.ApplySnapshot(p), nil
+	case *events.RolloutProgressed:
+		return in.ApplyRollout(p), nil
+	case *events.WorkReported:
+		return in.ApplyReport(p), nil
+	}
+	return false, nil
+}
+
+// latestIndex is the newest resource snapshot index known, from the snapshot
+// or from rollout progress (which may arrive first), and whether one is known.
+func (in *Inputs) latestIndex() (int64, bool) {
+	switch {
+	case in.Snapshot != nil && in.Rollout != nil:
+		return max(in.Snapshot.Index, in.Rollout.ResourceIndex), true
+	case in.Snapshot != nil:
+		return in.Snapshot.Index, true
+	case in.Rollout != nil:
+		return in.Rollout.ResourceIndex, true
+	}
+	return 0, false
+}
+
+// currentRollout returns the rollout progress if it answers the placement's
+// current strategy and newest snapshot, else nil.
+func (in *Inputs) currentRollout() *events.RolloutProgressed {
+	r := in.Rollout
+	if r == nil || r.Generation < in.StrategyGeneration {
+		return nil
+	}
+	if idx, ok := in.latestIndex(); ok && r.ResourceIndex < idx {
+		return nil
+	}
+	return r
+}
+
+// currentReport returns the cluster's apply report if it answers the
+// placement's current strategy and newest snapshot, else nil.
+func (in *Inputs) currentReport(cluster string) *events.WorkReported {
+	r := in.Reports[cluster]
+	if r == nil || r.Generation < in.StrategyGeneration {
+		return nil
+	}
+	if idx, ok := in.latestIndex(); ok && r.ResourceIndex < idx {
+		return nil
+	}
+	return r
+}
+
+func sameJSON(a, b any) bool {
+	x, err1 := json.Marshal(a)
+	y, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && bytes.Equal(x, y)
+}

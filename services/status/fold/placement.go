@@ -1,0 +1,236 @@
+package fold
+
+import (
+	"strconv"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/flotilla-dev/flotilla/events"
+	"github.com/flotilla-dev/flotilla/events/api"
+)
+
+// InvalidSelectorsMessage is the Scheduled=False message when the rollout
+// reported invalid resource selectors without saying why.
+const InvalidSelectorsMessage = "the placement's resource selectors are invalid"
+
+// Status folds the inputs into the placement's Fleet-shaped status, the way
+// upstream Fleet builds it:
+//
+//   - ClusterResourcePlacementScheduled comes from the scheduler's decision for
+//     the current generation (SchedulePending until there is one), or is False
+//     with InvalidResourceSelectors when the rollout found the selectors invalid.
+//   - Each chosen cluster gets Scheduled, then RolloutStarted, Overridden,
+//     WorkSynchronized, Applied and Available (DiffReported instead of the last
+//     two with the ReportDiff apply strategy), in order, up to the first that
+//     is not True.
+//   - Each placement-level condition after Scheduled counts the clusters that
+//     reached it: Unknown if any is Unknown, else False if any is False, else
+//     True; the conditions after the first that is not True are left out.
+//
+// prev is the status last stored: a condition keeps its lastTransitionTime
+// while its status stays the same. now stamps those that changed. The
+// placement must be known (in.Placement not nil).
+func Status(in *Inputs, prev api.PlacementStatus, now time.Time) api.PlacementStatus {
+	f := folder{in: in, gen: in.Generation(), at: metav1.NewTime(now.UTC().Truncate(time.Second))}
+	var st api.PlacementStatus
+	if in.Snapshot != nil {
+		st.SelectedResources = in.Snapshot.SelectedResources
+		st.ObservedResourceIndex = strconv.FormatInt(in.Snapshot.Index, 10)
+	}
+
+	if msg, invalid := in.invalidSelectors(); invalid {
+		// Nothing was selected, so nothing else is reported.
+		st.SelectedResources, st.ObservedResourceIndex = nil, ""
+		st.Conditions = []metav1.Condition{f.carry(prev.Conditions, metav1.Condition{
+			Type:   string(api.ClusterResourcePlacementScheduledConditionType),
+			Status: metav1.ConditionFalse, Reason: api.InvalidResourceSelectorsReason, Message: msg,
+		})}
+		return st
+	}
+
+	scheduled := f.scheduledCondition()
+	st.Conditions = []metav1.Condition{f.carry(prev.Conditions, scheduled)}
+	if scheduled.Status == metav1.ConditionUnknown {
+		return st
+	}
+
+	prevClusters := map[string]*api.ResourcePlacementStatus{}
+	for i := range prev.PlacementStatuses {
+		p := &prev.PlacementStatuses[i]
+		prevClusters[p.ClusterName] = p
+	}
+	chain := f.chain()
+	counts := make([]map[metav1.ConditionStatus]int, len(chain))
+	for i := range counts {
+		counts[i] = map[metav1.ConditionStatus]int{}
+	}
+	d := in.Decision
+	for _, c := range d.Chosen {
+		rps, reached := f.cluster(c, prevClusters[c.Cluster])
+		for i, s := range reached {
+			counts[i][s]++
+		}
+		st.PlacementStatuses = append(st.PlacementStatuses, rps)
+	}
+	chosen := len(st.PlacementStatuses)
+
+	// A PickN or PickFixed placement that could not be fulfilled shows, for
+	// each missing cluster, one that was not chosen and why.
+	for i := 0; i < f.unscheduled() && i < len(d.NotChosen); i++ {
+		u := d.NotChosen[i]
+		var prevConds []metav1.Condition
+		if p := prevClusters[u.Cluster]; p != nil {
+			prevConds = p.Conditions
+		}
+		st.PlacementStatuses = append(st.PlacementStatuses, api.ResourcePlacementStatus{
+			ClusterName: u.Cluster,
+			Conditions: []metav1.Condition{f.carry(prevConds, metav1.Condition{
+				Type:   string(api.PerClusterScheduledConditionType),
+				Status: metav1.ConditionFalse, Reason: api.ScheduleFailedReason, Message: u.Reason,
+			})},
+		})
+	}
+
+	if chosen == 0 {
+		return st
+	}
+	for i, link := range chain {
+		status, n := aggregate(counts[i])
+		c := api.PlacementCondition(link.placement, status, n, f.gen)
+		st.Conditions = append(st.Conditions, f.carry(prev.Conditions, c))
+		if status != metav1.ConditionTrue {
+			break
+		}
+	}
+	return st
+}
+
+// aggregate is upstream's rule: Unknown wins, then False, else True; n is
+// the number of clusters with that status.
+func aggregate(c map[metav1.ConditionStatus]int) (metav1.ConditionStatus, int) {
+	switch {
+	case c[metav1.ConditionUnknown] > 0:
+		return metav1.ConditionUnknown, c[metav1.ConditionUnknown]
+	case c[metav1.ConditionFalse] > 0:
+		return metav1.ConditionFalse, c[metav1.ConditionFalse]
+	}
+	return metav1.ConditionTrue, c[metav1.ConditionTrue]
+}
+
+// folder carries what every step of one fold needs.
+type folder struct {
+	in  *Inputs
+	gen int64
+	at  metav1.Time
+}
+
+// carry sets c's observedGeneration, and its lastTransitionTime to that of the
+// same condition in prev if its status did not change, else to the fold's time.
+func (f *folder) carry(prev []metav1.Condition, c metav1.Condition) metav1.Condition {
+	c.ObservedGeneration = f.gen
+	c.LastTransitionTime = f.at
+	for _, p := range prev {
+		if p.Type == c.Type && p.Status == c.Status {
+			c.LastTransitionTime = p.LastTransitionTime
+		}
+	}
+	return c
+}
+
+func (f *folder) scheduledCondition() metav1.Condition {
+	c := metav1.Condition{Type: string(api.ClusterResourcePlacementScheduledConditionType)}
+	d := f.in.Decision
+	switch {
+	case d == nil || d.Generation < f.gen:
+		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, api.SchedulePendingReason, api.SchedulePendingMessage
+	case d.Fulfilled:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, api.SchedulingPolicyFulfilledReason, api.SchedulingPolicyFulfilledMessage
+	default:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, api.SchedulingPolicyUnfulfilledReason, d.Message
+		if c.Message == "" {
+			c.Message = api.SchedulingPolicyUnfulfilledMessage(len(d.Chosen), d.Wanted)
+		}
+	}
+	return c
+}
+
+// unscheduled is how many more clusters the policy wants than were chosen.
+func (f *folder) unscheduled() int {
+	spec := f.in.Placement.Spec
+	d := f.in.Decision
+	want := d.Wanted
+	switch spec.EffectivePlacementType() {
+	case api.PickNPlacementType:
+		if spec.Policy.NumberOfClusters != nil {
+			want = int(*spec.Policy.NumberOfClusters)
+		}
+	case api.PickFixedPlacementType:
+		want = len(spec.Policy.ClusterNames)
+	default:
+		return 0
+	}
+	return want - len(d.Chosen)
+}
+
+// link pairs a placement-level condition type with its per-cluster type.
+type link struct {
+	placement api.ClusterResourcePlacementConditionType
+	cluster   api.PerClusterPlacementConditionType
+}
+
+var (
+	rolloutStarted   = link{api.ClusterResourcePlacementRolloutStartedConditionType, api.PerClusterRolloutStartedConditionType}
+	overridden       = link{api.ClusterResourcePlacementOverriddenConditionType, api.PerClusterOverriddenConditionType}
+	workSynchronized = link{api.ClusterResourcePlacementWorkSynchronizedConditionType, api.PerClusterWorkSynchronizedConditionType}
+	applied          = link{api.ClusterResourcePlacementAppliedConditionType, api.PerClusterAppliedConditionType}
+	available        = link{api.ClusterResourcePlacementAvailableConditionType, api.PerClusterAvailableConditionType}
+	diffReported     = link{api.ClusterResourcePlacementDiffReportedConditionType, api.PerClusterDiffReportedConditionType}
+)
+
+// chain lists the conditions after Scheduled, in the order a placement
+// progresses through them.
+func (f *folder) chain() []link {
+	if f.reportDiff() {
+		return []link{rolloutStarted, overridden, workSynchronized, diffReported}
+	}
+	return []link{rolloutStarted, overridden, workSynchronized, applied, available}
+}
+
+func (f *folder) reportDiff() bool {
+	as := f.in.Placement.Spec.Strategy.ApplyStrategy
+	return as != nil && as.Type == api.ApplyStrategyTypeReportDiff
+}
+
+// invalidSelectors reports whether the rollout found the current
+// generation's resource selectors invalid: it says so with a cluster entry
+// (possibly with an empty cluster name) whose reason is
+// InvalidResourceSelectors, and the message why.
+func (in *Inputs) invalidSelectors() (string, bool) {
+	r := in.Rollout
+	if r == nil || r.Generation < in.Generation() {
+		return "", false
+	}
+	for _, c := range r.Clusters {
+		if c.Reason == api.InvalidResourceSelectorsReason {
+			if c.Message == "" {
+				return InvalidSelectorsMessage, true
+			}
+			return c.Message, true
+		}
+	}
+	return "", false
+}
+
+// rolloutEntry is the rollout's entry for a cluster, nil if it has none.
+func rolloutEntry(r *events.RolloutProgressed, cluster string) *events.ClusterRollout {
+	if r == nil {
+		return nil
+	}
+	for i := range r.Clusters {
+		if r.Clusters[i].Cluster == cluster {
+			return &r.Clusters[i]
+		}
+	}
+	return nil
+}
