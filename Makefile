@@ -22,7 +22,8 @@ kube-bins: ## build kube-apiserver, kube-controller-manager, kubectl and etcd in
 
 .PHONY: test
 test: deps kube-bins ## unit and integration tests of every module, with the race detector
-	FLOTILLA_KUBE_BIN_DIR=$(KUBE_BINS) go test $(GOTEST_FLAGS) $(PKGS)
+	@set -o pipefail; \
+	FLOTILLA_KUBE_BIN_DIR=$(KUBE_BINS) go test -json $(GOTEST_FLAGS) $(PKGS) | go run ./harness/cmd/testreport
 
 .PHONY: e2e
 e2e: deps kube-bins ## end-to-end scenario tests (one per seed)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -145,12 +146,22 @@ func Consume(ctx context.Context, js jetstream.JetStream, stream, consumer strin
 		mu      sync.Mutex
 		lastErr error
 	)
+	// A pull sent after the consumer was deleted gets "no responders" and
+	// then missed heartbeats, which the client retries forever; check then
+	// whether the consumer is gone so the service fails instead of idling.
+	unanswered := make(chan struct{}, 1)
 	consumeOpts := []jetstream.PullConsumeOpt{
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			w.log.Warn("consumer error", "err", err)
 			mu.Lock()
 			lastErr = err
 			mu.Unlock()
+			if errors.Is(err, jetstream.ErrNoHeartbeat) || errors.Is(err, nats.ErrNoResponders) {
+				select {
+				case unanswered <- struct{}{}:
+				default:
+				}
+			}
 		}),
 	}
 	if o.maxBuffer > 0 {
@@ -160,20 +171,30 @@ func Consume(ctx context.Context, js jetstream.JetStream, stream, consumer strin
 	if err != nil {
 		return fmt.Errorf("consume %s/%s: %w", stream, consumer, err)
 	}
-	select {
-	case <-ctx.Done():
-		// Drain runs the buffered messages through handle, which Naks them
-		// at once because ctx is done, so another instance can take them.
-		cc.Drain()
-		<-cc.Closed()
-		return nil
-	case <-cc.Closed():
-		mu.Lock()
-		defer mu.Unlock()
-		if lastErr == nil {
-			lastErr = errors.New("stopped")
+	closed := cc.Closed()
+	for {
+		select {
+		case <-ctx.Done():
+			// Drain runs the buffered messages through handle, which Naks
+			// them at once because ctx is done, so another instance can take
+			// them.
+			cc.Drain()
+			<-closed
+			return nil
+		case <-closed:
+			mu.Lock()
+			defer mu.Unlock()
+			if lastErr == nil {
+				lastErr = errors.New("stopped")
+			}
+			return fmt.Errorf("consume %s/%s: %w", stream, consumer, lastErr)
+		case <-unanswered:
+			if _, err := cons.Info(ctx); errors.Is(err, jetstream.ErrConsumerNotFound) {
+				cc.Stop()
+				<-closed
+				return fmt.Errorf("consume %s/%s: %w", stream, consumer, err)
+			}
 		}
-		return fmt.Errorf("consume %s/%s: %w", stream, consumer, lastErr)
 	}
 }
 
@@ -187,10 +208,6 @@ type worker struct {
 }
 
 func (w *worker) handle(ctx context.Context, msg jetstream.Msg) {
-	if ctx.Err() != nil {
-		_ = msg.Nak()
-		return
-	}
 	md, err := msg.Metadata()
 	if err != nil {
 		// Not a JetStream delivery: nothing to ack or dead-letter.
@@ -204,6 +221,16 @@ func (w *worker) handle(ctx context.Context, msg jetstream.Msg) {
 		Sequence:     md.Sequence.Stream,
 		NumDelivered: md.NumDelivered,
 		Time:         md.Timestamp,
+	}
+	if ctx.Err() != nil {
+		// Shutting down: hand the message back so another instance can take
+		// it now, unless the server would then drop it.
+		if w.lastDelivery(m) {
+			w.deadLetter(ctx, msg, m, fmt.Sprintf("The consumer stopped while the message was on its last allowed delivery (%d).", m.NumDelivered))
+			return
+		}
+		_ = msg.Nak()
+		return
 	}
 
 	ev, err := DecodeJetStream(msg)
@@ -262,7 +289,7 @@ func (w *worker) retry(ctx context.Context, msg jetstream.Msg, m Meta, ev event.
 		w.log.Error("handler panicked", "subject", m.Subject, "sequence", m.Sequence, "event_id", ev.ID(),
 			"panic", pe.value, "stack", string(pe.stack))
 	}
-	if w.maxDeliver > 0 && m.NumDelivered >= uint64(w.maxDeliver) {
+	if w.lastDelivery(m) {
 		w.deadLetter(ctx, msg, m, fmt.Sprintf("Handling event %s of type %q failed on all %d deliveries; last error: %v.",
 			ev.ID(), ev.Type(), m.NumDelivered, err))
 		return
@@ -279,6 +306,11 @@ func (w *worker) retry(ctx context.Context, msg jetstream.Msg, m Meta, ev event.
 	if err := msg.NakWithDelay(delay); err != nil {
 		w.log.Warn("nak failed", "subject", m.Subject, "sequence", m.Sequence, "err", err)
 	}
+}
+
+// lastDelivery reports whether the server will not deliver m again.
+func (w *worker) lastDelivery(m Meta) bool {
+	return w.maxDeliver > 0 && m.NumDelivered >= uint64(w.maxDeliver)
 }
 
 // retryDelay is base·2^(delivered-1), capped.

@@ -335,18 +335,43 @@ func TestConsumeUnknownConsumer(t *testing.T) {
 
 func TestConsumeReturnsWhenConsumerDeleted(t *testing.T) {
 	_, js := startBus(t, bus.TopologyOptions{})
+	if _, err := bus.NewPublisher(js).Publish(t.Context(), "flotilla.placement.p", newEvent(t, "p1", knownType)); err != nil {
+		t.Fatal(err)
+	}
+	var r recorder
 	done := make(chan error, 1)
 	go func() {
-		done <- bus.Consume(t.Context(), js, bus.StreamEvents, bus.ConsumerStatus,
-			func(context.Context, event.Event, bus.Meta) error { return nil }, bus.WithLogger(testLogger(t)))
+		done <- bus.Consume(t.Context(), js, bus.StreamEvents, bus.ConsumerStatus, r.handle, bus.WithLogger(testLogger(t)))
 	}()
+	eventually(t, func() error { return r.seen("p1") }) // consuming
 	if err := js.DeleteConsumer(t.Context(), bus.StreamEvents, bus.ConsumerStatus); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-done; err == nil {
-		t.Fatal("Consume returned nil after its consumer was deleted, want an error")
-	} else {
-		t.Logf("Consume: %v", err)
+	err := <-done
+	if !errors.Is(err, jetstream.ErrConsumerDeleted) && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		t.Fatalf("Consume returned %v after its consumer was deleted, want a consumer-deleted error", err)
+	}
+	t.Logf("Consume: %v", err)
+}
+
+// deletingJetStream deletes a consumer right after handing it out, so the
+// first pull goes to a consumer that no longer exists.
+type deletingJetStream struct{ jetstream.JetStream }
+
+func (d deletingJetStream) Consumer(ctx context.Context, stream, name string) (jetstream.Consumer, error) {
+	c, err := d.JetStream.Consumer(ctx, stream, name)
+	if err == nil {
+		err = d.JetStream.DeleteConsumer(ctx, stream, name)
+	}
+	return c, err
+}
+
+func TestConsumeReturnsWhenConsumerDeletedBeforeFirstPull(t *testing.T) {
+	_, js := startBus(t, bus.TopologyOptions{})
+	err := bus.Consume(t.Context(), deletingJetStream{js}, bus.StreamEvents, bus.ConsumerStatus,
+		func(context.Context, event.Event, bus.Meta) error { return nil }, bus.WithLogger(testLogger(t)))
+	if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		t.Fatalf("Consume returned %v, want ErrConsumerNotFound", err)
 	}
 }
 

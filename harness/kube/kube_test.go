@@ -108,6 +108,7 @@ func TestMembersAreRealIsolatedClusters(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: read back: %v", m, err)
 		}
+		t.Logf("applied Namespace shop and ConfigMap shop/settings to %s with server-side apply (uid %s)", m, got.GetUID())
 		if v, _, _ := unstructured.NestedString(got.Object, "data", "cluster"); v != m {
 			t.Errorf("%s: configmap data.cluster = %q, want %q", m, v, m)
 		}

@@ -63,8 +63,8 @@ func lockPlacement(ctx context.Context, tx pgx.Tx, name string, mode lockMode, n
 		args = append(args, now)
 	}
 	var (
-		p                  placementRow
-		spec, decision     []byte
+		p              placementRow
+		spec, decision []byte
 	)
 	err := tx.QueryRow(ctx, q, args...).Scan(&p.name, &spec, &p.generation, &p.specSeq, &p.deleted, &decision, &p.decisionSeq,
 		&p.snapshotDueAt, &p.wakeAt, &p.selectionError, &p.progressHash, &p.progressSeq)

@@ -34,6 +34,8 @@ type Change struct {
 // Item is what one input object turns into: usually one change, two for a
 // KubeAdmiral policy.
 type Item struct {
+	// Where names the input document: "web.yaml: document 2".
+	Where string
 	// Object names the input object as kubectl does:
 	// clusterresourceplacement.placement.kubernetes-fleet.io/web-2-crp.
 	Object string
@@ -77,6 +79,7 @@ func ForApply(docs []manifest.Document, opts Options) ([]Item, []manifest.Proble
 	policies := policiesIn(docs)
 	for _, d := range docs {
 		item, errs := applyItem(d, opts, policies)
+		item.Where = d.Where()
 		if len(errs) > 0 {
 			problems = append(problems, manifest.ProblemsAt(d, errs)...)
 			continue
@@ -229,6 +232,7 @@ func ForDelete(docs []manifest.Document, leave events.LeavePolicy, opts Options)
 	var problems []manifest.Problem
 	for _, d := range docs {
 		item, errs := deleteItem(d, leave, opts)
+		item.Where = d.Where()
 		if len(errs) > 0 {
 			problems = append(problems, manifest.ProblemsAt(d, errs)...)
 			continue

@@ -237,6 +237,10 @@ func (c Conversion) Placements() []*api.ClusterResourcePlacement {
 func Convert(p Policy) (Conversion, api.ErrorList) {
 	var conv Conversion
 	kinds, errs := p.Kinds()
+	if len(p.Name) > maxName {
+		errs = append(errs, &api.FieldError{Type: api.ErrorTypeInvalid, Field: "metadata.name",
+			Detail: fmt.Sprintf("must be at most %d characters to be the value of the label %s that selects the policy's objects, not %d", maxName, p.LabelKey(), len(p.Name))})
+	}
 	policy, warnings, perrs := placementPolicy(&p.Spec, field.NewPath("spec"))
 	errs = append(errs, perrs...)
 	conv.Warnings = warnings
@@ -250,11 +254,11 @@ func Convert(p Policy) (Conversion, api.ErrorList) {
 	policy, _, _ = placementPolicy(&p.Spec, field.NewPath("spec"))
 	conv.Adopt = placement(p, adopt, policy, kinds, true)
 	for _, crp := range conv.Placements() {
-		for _, e := range api.ValidatePlacement(crp) {
-			// Not expected: the conversion produces valid placements from
-			// valid policies. Say which generated field broke.
-			errs = append(errs, &api.FieldError{Type: e.Type, Field: "spec",
-				Detail: fmt.Sprintf("cannot be converted: placement %s would be invalid: %s", crp.Name, e.Error())})
+		// Not expected: valid policies convert into valid placements. Say
+		// which generated field broke, once per placement.
+		if verrs := api.ValidatePlacement(crp); len(verrs) > 0 {
+			errs = append(errs, &api.FieldError{Type: verrs[0].Type, Field: "spec",
+				Detail: fmt.Sprintf("cannot be converted: placement %s would be invalid: %s (and %d more problem(s))", crp.Name, verrs[0].Error(), len(verrs)-1)})
 		}
 	}
 	return conv, errs
@@ -425,5 +429,9 @@ func requirement(r api.PropagationClusterSelectorRequirement, isField bool, path
 		return metav1.LabelSelectorRequirement{}, &api.FieldError{Type: api.ErrorTypeNotSupported, Field: path.Child("operator").String(),
 			Detail: fmt.Sprintf("%q is not supported: Flotilla compares cluster labels with In, NotIn, Exists and DoesNotExist; compare numeric cluster properties with a ClusterResourcePlacement's propertySelector instead", r.Operator)}
 	}
-	return metav1.LabelSelectorRequirement{Key: key, Operator: op, Values: slices.Clone(r.Values)}, nil
+	var values []string
+	if len(r.Values) > 0 {
+		values = slices.Clone(r.Values)
+	}
+	return metav1.LabelSelectorRequirement{Key: key, Operator: op, Values: values}, nil
 }

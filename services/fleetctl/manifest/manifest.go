@@ -223,13 +223,32 @@ func Load(sources []Source) ([]Document, []Problem) {
 		api.Default(d.Object)
 		problems = append(problems, ProblemsAt(d, api.Validate(d.Object))...)
 	}
-	sortProblems(problems)
+	SortProblems(problems)
 	return docs, problems
 }
 
-// sortProblems orders problems by source, then document, keeping the order
-// within a document.
-func sortProblems(ps []Problem) {
+// WithoutProblems returns the documents that have no problem in problems.
+func WithoutProblems(docs []Document, problems []Problem) []Document {
+	type key struct {
+		source      string
+		index, item int
+	}
+	bad := map[key]bool{}
+	for _, p := range problems {
+		bad[key{p.Source, p.Index, p.Item}] = true
+	}
+	var out []Document
+	for _, d := range docs {
+		if !bad[key{d.Source, d.Index, d.Item}] {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// SortProblems orders problems by source in input order, then by document,
+// keeping the order within a document.
+func SortProblems(ps []Problem) {
 	order := map[string]int{}
 	for _, p := range ps {
 		if _, ok := order[p.Source]; !ok {

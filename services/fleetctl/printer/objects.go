@@ -9,8 +9,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	"github.com/flotilla-dev/flotilla/events/api"
@@ -104,9 +104,22 @@ func (p Printer) table(w io.Writer, columns []string, rows [][]string) error {
 		fmt.Fprintln(tw, strings.Join(columns, "\t"))
 	}
 	for _, row := range rows {
-		fmt.Fprintln(tw, strings.Join(row, "\t"))
+		cells := make([]string, len(row))
+		for i, c := range row {
+			cells[i] = cell(c)
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
 	}
 	return tw.Flush()
+}
+
+// cell keeps a value on one line of its column, as kubectl does: cut at the
+// first line break, with "..." to show it was cut.
+func cell(s string) string {
+	if i := strings.IndexAny(s, "\n\r\f"); i >= 0 {
+		s = s[:i] + "..."
+	}
+	return strings.ReplaceAll(s, "\t", " ")
 }
 
 // newTabWriter aligns columns as kubectl's printers do.

@@ -155,7 +155,7 @@ func Decide(in Input) (Plan, error) {
 			p.Add = append(p.Add, c.Name)
 		default:
 			p.Waiting[c.Name] = fmt.Sprintf("waiting for clusters the placement is leaving to be cleaned up: maxSurge %d allows at most %d cluster(s) to hold the placement and %d do",
-				p.MaxSurge, target+p.MaxSurge, holders-len(p.Remove))
+				p.MaxSurge, target+p.MaxSurge, holders-len(p.Remove)+len(p.Add))
 		}
 	}
 	if len(blocked) > 0 {

@@ -204,7 +204,10 @@ func describe(s api.ClusterResourceSelector) string {
 	case s.Name != "":
 		return fmt.Sprintf("%s %s %s", gv, s.Kind, s.Name)
 	case s.LabelSelector != nil:
-		return fmt.Sprintf("%s %s with labels %s", gv, s.Kind, metav1.FormatLabelSelector(s.LabelSelector))
+		if f := metav1.FormatLabelSelector(s.LabelSelector); f != "<error>" {
+			return fmt.Sprintf("%s %s with labels %s", gv, s.Kind, f)
+		}
+		return fmt.Sprintf("%s %s with a labelSelector", gv, s.Kind)
 	default:
 		return fmt.Sprintf("%s %s", gv, s.Kind)
 	}

@@ -32,8 +32,8 @@ const (
 	NotAvailableYetMessage  = "Some of the resources are not available yet, please check the `failedPlacements` status"
 	AvailableUnknownMessage = "In the process of checking the availability of the resources"
 
-	DiffReportedMessage        = "Diff reporting has been completed"
-	DiffReportingFailedMessage = "Diff reporting is incomplete or has failed"
+	DiffReportedMessage         = "Diff reporting has been completed"
+	DiffReportingFailedMessage  = "Diff reporting is incomplete or has failed"
 	DiffReportingPendingMessage = "In the process of reporting diffs"
 
 	// StuckNote is added to the message of the condition a cluster is held at

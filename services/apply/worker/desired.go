@@ -1,0 +1,110 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/flotilla-dev/flotilla/events"
+	"github.com/flotilla-dev/flotilla/events/bus"
+	"github.com/flotilla-dev/flotilla/services/apply/manifest"
+)
+
+func ownerToken(placement string) string {
+	return manifest.OwnerLabel(placement)[len(manifest.OwnerLabelPrefix):]
+}
+
+// handle takes one message of the cluster's WORK consumer: it records the
+// desired state and queues the placement. The apply itself runs in the
+// placement queue, so a slow or unreachable member never holds messages.
+func (w *Worker) handle(_ context.Context, ev cloudevents.Event, m bus.Meta) error {
+	return w.take(ev, m.Sequence)
+}
+
+// take records desired state carried by ev, stored at stream sequence seq.
+// Older messages than the one held for the placement are ignored
+// (redeliveries, and the replay overlapping the consumer).
+func (w *Worker) take(ev cloudevents.Event, seq uint64) error {
+	d := &desired{seq: seq}
+	var placement, cluster string
+	switch ev.Type() {
+	case events.TypeWorkDesired:
+		p, err := events.DecodeAs[events.WorkDesired](ev)
+		if err != nil {
+			return bus.Permanent(err)
+		}
+		d.work, placement, cluster = p, p.Placement, p.Cluster
+	case events.TypeWorkTombstoned:
+		p, err := events.DecodeAs[events.WorkTombstoned](ev)
+		if err != nil {
+			return bus.Permanent(err)
+		}
+		d.tomb, placement, cluster = p, p.Placement, p.Cluster
+	default:
+		return bus.Permanent(fmt.Errorf("event type %q does not belong on the work stream", ev.Type()))
+	}
+	if cluster != w.cfg.Cluster {
+		return bus.Permanent(fmt.Errorf("desired state for cluster %q reached the worker of %q", cluster, w.cfg.Cluster))
+	}
+	w.mu.Lock()
+	if cur := w.desired[placement]; cur != nil && cur.seq >= seq {
+		w.mu.Unlock()
+		return nil
+	}
+	w.desired[placement] = d
+	w.mu.Unlock()
+	w.queue.Add(item{reconcile, placement})
+	return nil
+}
+
+// replay reads the current desired state of every placement of the cluster
+// (the last message of each subject) before the worker starts consuming.
+func (w *Worker) replay(ctx context.Context) error {
+	tok, err := bus.SubjectToken(w.cfg.Cluster)
+	if err != nil {
+		return err
+	}
+	// An ephemeral consumer that reads without acks and goes away by itself.
+	cons, err := w.cfg.JetStream.CreateConsumer(ctx, bus.StreamWork, jetstream.ConsumerConfig{
+		FilterSubjects:    []string{bus.SubjectWorkPrefix + tok + ".>"},
+		DeliverPolicy:     jetstream.DeliverLastPerSubjectPolicy,
+		AckPolicy:         jetstream.AckNonePolicy,
+		InactiveThreshold: time.Minute,
+	})
+	if err != nil {
+		return fmt.Errorf("replay desired state: %w", err)
+	}
+	defer func() {
+		_ = w.cfg.JetStream.DeleteConsumer(context.WithoutCancel(ctx), bus.StreamWork, cons.CachedInfo().Name)
+	}()
+	pending := cons.CachedInfo().NumPending
+	for pending > 0 {
+		msg, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+		if err != nil {
+			if errors.Is(err, context.Canceled) || ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("replay desired state: %w", err)
+		}
+		md, err := msg.Metadata()
+		if err != nil {
+			return fmt.Errorf("replay desired state: %w", err)
+		}
+		pending = md.NumPending
+		ev, err := bus.DecodeJetStream(msg)
+		if err != nil {
+			w.log.Warn("skipping an undecodable desired state in replay; the consumer dead-letters it",
+				"subject", msg.Subject(), "err", err)
+			continue
+		}
+		if err := w.take(ev, md.Sequence.Stream); err != nil {
+			w.log.Warn("skipping an invalid desired state in replay; the consumer dead-letters it",
+				"subject", msg.Subject(), "err", err)
+		}
+	}
+	return nil
+}

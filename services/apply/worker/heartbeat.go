@@ -1,0 +1,185 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/flotilla-dev/flotilla/events"
+	"github.com/flotilla-dev/flotilla/events/api"
+)
+
+var (
+	nodesGVR = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
+	podsGVR  = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+)
+
+// heartbeats publishes the member's heartbeat now and every HeartbeatPeriod.
+func (w *Worker) heartbeats(ctx context.Context) {
+	t := time.NewTicker(w.cfg.HeartbeatPeriod)
+	defer t.Stop()
+	for {
+		w.heartbeat(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (w *Worker) heartbeat(ctx context.Context) {
+	hb := Properties(ctx, w.applier.Dynamic(), w.cfg.Cluster, time.Now())
+	subject, err := events.MemberSubject(w.cfg.Cluster)
+	if err != nil {
+		w.log.Error("cannot publish a heartbeat", "err", err)
+		return
+	}
+	ev, err := events.New(events.TypeMemberHeartbeat, w.source, subject,
+		events.ID(w.cfg.Cluster, "heartbeat", hb.ObservedAt.Format(time.RFC3339Nano)), hb)
+	if err != nil {
+		w.log.Error("cannot publish a heartbeat", "err", err)
+		return
+	}
+	if _, err := w.publisher.Publish(ctx, subject, ev); err != nil && ctx.Err() == nil {
+		w.log.Warn("heartbeat not published", "err", err)
+	}
+	if !hb.Healthy {
+		w.log.Warn("member is unhealthy", "reason", hb.Message)
+	}
+}
+
+// Properties computes a member's heartbeat from its Node objects: the node
+// count, and total, allocatable and available cpu and memory (available is
+// allocatable less what the pods bound to the nodes request). A member whose
+// API server cannot be read is reported unhealthy, with the reason.
+func Properties(ctx context.Context, dyn dynamic.Interface, cluster string, now time.Time) *events.MemberHeartbeat {
+	hb := &events.MemberHeartbeat{Name: cluster, ObservedAt: now.UTC()}
+	nodes, err := dyn.Resource(nodesGVR).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		hb.Message = fmt.Sprintf("the member's API server cannot be read: %v", err)
+		return hb
+	}
+	pods, err := dyn.Resource(podsGVR).List(ctx, metav1.ListOptions{FieldSelector: "status.phase!=Succeeded,status.phase!=Failed"})
+	if err != nil {
+		hb.Message = fmt.Sprintf("the member's pods cannot be read: %v", err)
+		return hb
+	}
+	hb.Healthy = true
+
+	total, allocatable, requested := sums{}, sums{}, sums{}
+	for _, n := range nodes.Items {
+		total.addMap(&n, "status", "capacity")
+		allocatable.addMap(&n, "status", "allocatable")
+	}
+	for _, p := range pods.Items {
+		if node, _, _ := unstructured.NestedString(p.Object, "spec", "nodeName"); node != "" {
+			requested.addPod(&p)
+		}
+	}
+	available := sums{}
+	for _, r := range []string{"cpu", "memory"} {
+		q := allocatable.get(r)
+		q.Sub(requested.get(r))
+		if q.Sign() < 0 {
+			q = resource.Quantity{}
+		}
+		available[r] = q
+	}
+
+	observed := metav1.NewTime(hb.ObservedAt)
+	prop := func(v string) api.PropertyValue { return api.PropertyValue{Value: v, ObservationTime: observed} }
+	hb.Properties = map[api.PropertyName]api.PropertyValue{
+		api.NodeCountProperty:         prop(strconv.Itoa(len(nodes.Items))),
+		api.TotalCPUProperty:          prop(total.str("cpu")),
+		api.AllocatableCPUProperty:    prop(allocatable.str("cpu")),
+		api.AvailableCPUProperty:      prop(available.str("cpu")),
+		api.TotalMemoryProperty:       prop(total.str("memory")),
+		api.AllocatableMemoryProperty: prop(allocatable.str("memory")),
+		api.AvailableMemoryProperty:   prop(available.str("memory")),
+	}
+	hb.ResourceUsage = api.ResourceUsage{
+		Capacity:        total.list(),
+		Allocatable:     allocatable.list(),
+		Available:       available.list(),
+		ObservationTime: observed,
+	}
+	return hb
+}
+
+// sums adds up cpu and memory quantities.
+type sums map[string]resource.Quantity
+
+func (s sums) add(name string, q resource.Quantity) {
+	cur := s[name]
+	cur.Add(q)
+	s[name] = cur
+}
+
+func (s sums) get(name string) resource.Quantity {
+	q := s[name]
+	return q.DeepCopy()
+}
+
+func (s sums) str(name string) string {
+	q := s.get(name)
+	return q.String()
+}
+
+func (s sums) list() api.ResourceList {
+	return api.ResourceList{"cpu": s.get("cpu"), "memory": s.get("memory")}
+}
+
+func (s sums) addMap(u *unstructured.Unstructured, fields ...string) {
+	m, _, _ := unstructured.NestedStringMap(u.Object, fields...)
+	for _, r := range []string{"cpu", "memory"} {
+		if v, ok := m[r]; ok {
+			if q, err := resource.ParseQuantity(v); err == nil {
+				s.add(r, q)
+			}
+		}
+	}
+}
+
+// addPod adds what a pod requests: its containers together, or its largest
+// init container if that asks for more.
+func (s sums) addPod(p *unstructured.Unstructured) {
+	containers := sums{}
+	for _, c := range containerRequests(p, "containers") {
+		for r, q := range c {
+			containers.add(r, q)
+		}
+	}
+	for _, c := range containerRequests(p, "initContainers") {
+		for r, q := range c {
+			if cur := containers.get(r); q.Cmp(cur) > 0 {
+				containers[r] = q
+			}
+		}
+	}
+	for r, q := range containers {
+		s.add(r, q)
+	}
+}
+
+func containerRequests(p *unstructured.Unstructured, field string) []sums {
+	list, _, _ := unstructured.NestedSlice(p.Object, "spec", field)
+	var out []sums
+	for _, c := range list {
+		cm, ok := c.(map[string]any)
+		if !ok {
+			continue
+		}
+		req := sums{}
+		req.addMap(&unstructured.Unstructured{Object: cm}, "resources", "requests")
+		out = append(out, req)
+	}
+	return out
+}

@@ -1,0 +1,318 @@
+// Package worker is the apply worker of one member cluster: it consumes the
+// cluster's desired state from the WORK stream, applies it with the applier,
+// publishes the results, watches the objects it owns to report drift and
+// availability as they change, and sends the member's heartbeat.
+//
+// A worker keeps no database. On start it reads the current desired state of
+// every placement (the last message per subject) and applies it again, which
+// changes nothing that is already in place.
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/flotilla-dev/flotilla/events"
+	"github.com/flotilla-dev/flotilla/events/bus"
+	"github.com/flotilla-dev/flotilla/services/apply/applier"
+)
+
+// Config configures the worker of one member cluster.
+type Config struct {
+	// Cluster is the member's name.
+	Cluster string
+	// REST reaches the member's API server.
+	REST *rest.Config
+	// JetStream is the bus.
+	JetStream jetstream.JetStream
+	// HeartbeatPeriod is how often the member's heartbeat is published.
+	// Default 60s (MemberCluster's default heartbeatPeriodSeconds).
+	HeartbeatPeriod time.Duration
+	// ResyncPeriod is how often every placement is applied again, which
+	// repairs what watches missed and refreshes ReportDiff results.
+	// Default 5 minutes.
+	ResyncPeriod time.Duration
+	// Placements bounds the placements applied at once. Default 4.
+	Placements int
+	// RetryBase and RetryMax bound the backoff of a placement whose apply
+	// or deletion could not finish (an unreachable member). Default 1s and
+	// 5 minutes.
+	RetryBase, RetryMax time.Duration
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.HeartbeatPeriod <= 0 {
+		c.HeartbeatPeriod = 60 * time.Second
+	}
+	if c.ResyncPeriod <= 0 {
+		c.ResyncPeriod = 5 * time.Minute
+	}
+	if c.Placements <= 0 {
+		c.Placements = 4
+	}
+	if c.RetryBase <= 0 {
+		c.RetryBase = time.Second
+	}
+	if c.RetryMax <= 0 {
+		c.RetryMax = 5 * time.Minute
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Worker applies one member cluster's placements.
+type Worker struct {
+	cfg       Config
+	log       *slog.Logger
+	applier   *applier.Applier
+	publisher *bus.Publisher
+	source    string
+
+	// queue holds placements to apply, delete or refresh; a placement is
+	// in it at most once, however many changes arrive.
+	queue workqueue.TypedRateLimitingInterface[item]
+	// checks holds member objects whose change must be examined.
+	checks workqueue.TypedRateLimitingInterface[check]
+
+	mu      sync.Mutex
+	desired map[string]*desired // by placement
+	// published is the digest of the last report published per placement.
+	published map[string]string
+
+	watch *watcher
+	locks keyedLocks
+}
+
+// itemKind says what to do with a placement.
+type itemKind int
+
+const (
+	reconcile itemKind = iota // apply the desired state or the tombstone
+	refresh                   // republish availability that changed with time
+)
+
+type item struct {
+	kind      itemKind
+	placement string
+}
+
+// desired is the latest desired state of a placement.
+type desired struct {
+	seq  uint64 // stream sequence of the message
+	work *events.WorkDesired
+	tomb *events.WorkTombstoned
+	done bool // a tombstone that has been carried out
+}
+
+// New returns the worker described by cfg.
+func New(cfg Config) (*Worker, error) {
+	cfg.setDefaults()
+	if cfg.Cluster == "" || cfg.REST == nil || cfg.JetStream == nil {
+		return nil, errors.New("new apply worker: Cluster, REST and JetStream are required")
+	}
+	log := cfg.Logger.With("cluster", cfg.Cluster)
+	a, err := applier.New(cfg.REST, applier.Options{Cluster: cfg.Cluster, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	w := &Worker{
+		cfg:       cfg,
+		log:       log,
+		applier:   a,
+		publisher: bus.NewPublisher(cfg.JetStream),
+		source:    "flotilla/apply/" + cfg.Cluster,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[item](cfg.RetryBase, cfg.RetryMax),
+			workqueue.TypedRateLimitingQueueConfig[item]{Name: "placements-" + cfg.Cluster}),
+		checks: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[check](cfg.RetryBase, cfg.RetryMax),
+			workqueue.TypedRateLimitingQueueConfig[check]{Name: "checks-" + cfg.Cluster}),
+		desired:   map[string]*desired{},
+		published: map[string]string{},
+	}
+	w.watch = newWatcher(w)
+	return w, nil
+}
+
+// Run runs the worker until ctx ends; it returns nil then, or the error that
+// stopped it (the bus could not be read).
+func (w *Worker) Run(ctx context.Context) error {
+	consumer, err := bus.EnsureApplyConsumer(ctx, w.cfg.JetStream, w.cfg.Cluster, bus.TopologyOptions{})
+	if err != nil {
+		return fmt.Errorf("apply worker %s: %w", w.cfg.Cluster, err)
+	}
+	// Current desired state first, so that a restarted worker holds (and
+	// watches) every placement before new changes arrive.
+	if err := w.replay(ctx); err != nil {
+		return fmt.Errorf("apply worker %s: %w", w.cfg.Cluster, err)
+	}
+	w.log.Info("apply worker started", "placements", w.count())
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		defer w.queue.ShutDown()
+		defer w.checks.ShutDown()
+		<-gctx.Done()
+		return nil
+	})
+	g.Go(func() error {
+		err := bus.Consume(gctx, w.cfg.JetStream, bus.StreamWork, consumer, w.handle,
+			bus.WithValidator(events.Validate), bus.WithLogger(w.log))
+		if err != nil {
+			return fmt.Errorf("apply worker %s: %w", w.cfg.Cluster, err)
+		}
+		return nil
+	})
+	for range w.cfg.Placements {
+		g.Go(func() error { w.runPlacements(gctx); return nil })
+	}
+	for range 2 {
+		g.Go(func() error { w.runChecks(gctx); return nil })
+	}
+	g.Go(func() error { w.heartbeats(gctx); return nil })
+	g.Go(func() error { w.resync(gctx); return nil })
+	g.Go(func() error { w.watch.run(gctx); return nil })
+	return g.Wait()
+}
+
+func (w *Worker) count() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.desired)
+}
+
+// resync queues every placement again every ResyncPeriod.
+func (w *Worker) resync(ctx context.Context) {
+	t := time.NewTicker(w.cfg.ResyncPeriod)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			w.mu.Lock()
+			for p, d := range w.desired {
+				if !d.done {
+					w.queue.Add(item{reconcile, p})
+				}
+			}
+			w.mu.Unlock()
+		}
+	}
+}
+
+// runPlacements processes queued placements until the queue shuts down.
+func (w *Worker) runPlacements(ctx context.Context) {
+	for {
+		it, shutdown := w.queue.Get()
+		if shutdown {
+			return
+		}
+		w.process(ctx, it)
+		w.queue.Done(it)
+	}
+}
+
+func (w *Worker) process(ctx context.Context, it item) {
+	if it.kind == refresh {
+		unlock := w.locks.lock(it.placement)
+		if r := w.applier.Refresh(it.placement); r != nil {
+			w.publish(ctx, r)
+		}
+		unlock()
+		w.queue.Forget(it)
+		w.scheduleRefresh(it.placement)
+		return
+	}
+	w.mu.Lock()
+	d := w.desired[it.placement]
+	var (
+		work *events.WorkDesired
+		tomb *events.WorkTombstoned
+	)
+	if d != nil && !d.done {
+		work, tomb = d.work, d.tomb
+	}
+	seq := uint64(0)
+	if d != nil {
+		seq = d.seq
+	}
+	w.mu.Unlock()
+
+	unlock := w.locks.lock(it.placement)
+	defer unlock()
+	var (
+		report *events.WorkReported
+		err    error
+	)
+	switch {
+	case work != nil:
+		report, err = w.applier.Apply(ctx, work)
+	case tomb != nil:
+		report, err = w.applier.Delete(ctx, tomb.Placement, tomb.DeleteStrategy)
+	default:
+		w.queue.Forget(it)
+		return
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	if report != nil {
+		w.publish(ctx, report)
+	}
+	if err != nil {
+		delay := w.queue.NumRequeues(it)
+		w.log.Warn("placement not done; will retry", "placement", it.placement, "retries", delay, "err", err)
+		w.queue.AddRateLimited(it)
+		return
+	}
+	w.queue.Forget(it)
+	if tomb != nil {
+		w.mu.Lock()
+		if cur := w.desired[it.placement]; cur != nil && cur.seq == seq {
+			cur.done = true
+		}
+		w.mu.Unlock()
+	}
+	w.watch.sync()
+	w.scheduleRefresh(it.placement)
+}
+
+// scheduleRefresh queues a refresh for when a not-trackable object of the
+// placement will count as available.
+func (w *Worker) scheduleRefresh(placement string) {
+	if next := w.applier.NextRecheck(placement); !next.IsZero() {
+		w.queue.AddAfter(item{refresh, placement}, time.Until(next)+10*time.Millisecond)
+	}
+}
+
+// placementFor maps an owner label token on a member object to the placement
+// it names, among those the worker holds.
+func (w *Worker) placementFor(tokens []string) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for p, d := range w.desired {
+		if d.work == nil {
+			continue
+		}
+		for _, tok := range tokens {
+			if ownerToken(p) == tok {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}

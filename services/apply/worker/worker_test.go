@@ -1,0 +1,270 @@
+package worker_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/flotilla-dev/flotilla/events"
+	"github.com/flotilla-dev/flotilla/events/api"
+	"github.com/flotilla-dev/flotilla/services/apply/worker"
+)
+
+const member = "member-1"
+
+func applied(r *events.WorkReported) bool { return r.Applied.Status == "True" }
+
+// TestApplyReportDelete: desired state on the bus is applied and reported,
+// availability is reported when the member's controller catches up, and a
+// tombstone removes the placement's objects.
+func TestApplyReportDelete(t *testing.T) {
+	f := newFleet(t)
+	f.start(member, nil)
+	placement := name(t, "crp")
+	ns := name(t, "")
+	f.desire(work(t, member, placement, api.ApplyStrategy{}, nsYAML(ns), configMapYAML(ns, "app-config", "1"), deploymentYAML(ns, "web", "nginx:1.27")))
+
+	r := f.waitReport(member, placement, "applied", applied)
+	if r.ResourceIndex != 1 || r.Generation != 1 || len(r.Manifests) != 3 {
+		t.Errorf("report = %s", dump(r))
+	}
+	f.waitReport(member, placement, "available", func(r *events.WorkReported) bool { return r.Available.Status == "True" })
+	if get(t, member, configMaps, ns, "app-config") == nil {
+		t.Fatal("ConfigMap not on the member")
+	}
+
+	f.tombstone(member, placement, api.DeleteStrategy{})
+	f.waitReport(member, placement, "deleted", func(r *events.WorkReported) bool { return r.Deleted })
+	waitFor(t, "the namespace to go", func() bool {
+		u := get(t, member, namespaces, "", ns)
+		return u == nil || u.GetDeletionTimestamp() != nil
+	})
+}
+
+func editConfigMap(t *testing.T, ns, n, value string) time.Time {
+	t.Helper()
+	c := client(t, member).Resource(configMaps).Namespace(ns)
+	u, err := c.Get(t.Context(), n, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = unstructured.SetNestedField(u.Object, value, "data", "key")
+	edited := time.Now()
+	if _, err := c.Update(t.Context(), u, metav1.UpdateOptions{FieldManager: "kubectl-edit"}); err != nil {
+		t.Fatal(err)
+	}
+	return edited
+}
+
+func hasDrift(kind, n string) func(r *events.WorkReported) bool {
+	return func(r *events.WorkReported) bool {
+		m, ok := result(r, kind, n)
+		return ok && len(m.Drifts) > 0
+	}
+}
+
+// TestDriftWatched: a member-side edit is noticed through the watch and
+// reported; with whenToApply Always the hub's value comes back, with
+// IfNotDrifted it stays and the object reports FoundDrifts.
+func TestDriftWatched(t *testing.T) {
+	f := newFleet(t)
+	f.start(member, nil)
+	for _, when := range []api.WhenToApplyType{api.WhenToApplyTypeAlways, api.WhenToApplyTypeIfNotDrifted} {
+		t.Run(string(when), func(t *testing.T) {
+			placement := name(t, "crp")
+			ns := name(t, "")
+			f.desire(work(t, member, placement, api.ApplyStrategy{WhenToApply: when}, nsYAML(ns), configMapYAML(ns, "app-config", "1")))
+			f.waitReport(member, placement, "applied", applied)
+
+			before := f.mark()
+			edited := editConfigMap(t, ns, "app-config", "edited")
+			r := f.waitReportAfter(before, member, placement, "a drift", hasDrift("ConfigMap", "app-config"))
+			t.Logf("drift reported %s after the member-side edit", time.Since(edited).Round(time.Millisecond))
+			m, _ := result(r, "ConfigMap", "app-config")
+			want := api.PatchDetail{Path: "/data/key", ValueInHub: "1", ValueInMember: "edited"}
+			if !slices.Contains(m.Drifts, want) || m.FirstDriftedAt == nil {
+				t.Errorf("drift = %s", dump(m))
+			}
+
+			switch when {
+			case api.WhenToApplyTypeAlways:
+				f.waitReportAfter(before, member, placement, "the corrected state", func(r *events.WorkReported) bool {
+					m, ok := result(r, "ConfigMap", "app-config")
+					return ok && len(m.Drifts) == 0 && m.Applied.Status == "True"
+				})
+				if v := get(t, member, configMaps, ns, "app-config").Object["data"].(map[string]any)["key"]; v != "1" {
+					t.Errorf("hub value not restored: %v", v)
+				}
+			case api.WhenToApplyTypeIfNotDrifted:
+				if m.Applied.Reason != api.ManifestFoundDriftsReason || m.Applied.Status != "False" {
+					t.Errorf("applied = %+v", m.Applied)
+				}
+				if v := get(t, member, configMaps, ns, "app-config").Object["data"].(map[string]any)["key"]; v != "edited" {
+					t.Errorf("IfNotDrifted overwrote the edit: %v", v)
+				}
+			}
+		})
+	}
+}
+
+// TestRestartConverges stops a worker mid-rollout, changes one placement
+// while it is down, and starts a new worker: the change is applied once and
+// the untouched placement is not applied again in a way that shows (its
+// Deployment keeps generation 1).
+func TestRestartConverges(t *testing.T) {
+	f := newFleet(t)
+	stop := f.start(member, nil)
+	steady, moving := name(t, "steady"), name(t, "moving")
+	nsSteady, nsMoving := name(t, "s"), name(t, "m")
+	f.desire(work(t, member, steady, api.ApplyStrategy{}, nsYAML(nsSteady), deploymentYAML(nsSteady, "web", "nginx:1.27")))
+	f.desire(work(t, member, moving, api.ApplyStrategy{}, nsYAML(nsMoving), deploymentYAML(nsMoving, "web", "nginx:1.27")))
+	f.waitReport(member, steady, "applied", applied)
+	f.waitReport(member, moving, "applied", applied)
+	stop()
+
+	next := work(t, member, moving, api.ApplyStrategy{}, nsYAML(nsMoving), deploymentYAML(nsMoving, "web", "nginx:1.28"))
+	next.ResourceIndex, next.Generation = 2, 2
+	f.desire(next)
+
+	restarted := f.mark()
+	f.start(member, nil)
+	f.waitReportAfter(restarted, member, moving, "the new snapshot applied", func(r *events.WorkReported) bool { return applied(r) && r.ResourceIndex == 2 })
+	f.waitReportAfter(restarted, member, steady, "re-applied after the restart", applied)
+
+	if g := get(t, member, deployments, nsSteady, "web").GetGeneration(); g != 1 {
+		t.Errorf("the untouched Deployment is at generation %d, want 1", g)
+	}
+	d := get(t, member, deployments, nsMoving, "web")
+	if g := d.GetGeneration(); g != 2 {
+		t.Errorf("the changed Deployment is at generation %d, want 2", g)
+	}
+	containers, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
+	if img := containers[0].(map[string]any)["image"]; img != "nginx:1.28" {
+		t.Errorf("image = %v", img)
+	}
+}
+
+// TestHeartbeat reports the member's nodes and their cpu and memory.
+func TestHeartbeat(t *testing.T) {
+	f := newFleet(t)
+	c := client(t, "member-2").Resource(nodes)
+	for _, n := range []string{"node-a", "node-b"} {
+		node := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "v1", "kind": "Node", "metadata": map[string]any{"name": n},
+		}}
+		created, err := c.Create(t.Context(), node, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		created.Object["status"] = map[string]any{
+			"capacity":    map[string]any{"cpu": "4", "memory": "16Gi"},
+			"allocatable": map[string]any{"cpu": "3500m", "memory": "15Gi"},
+		}
+		if _, err := c.UpdateStatus(t.Context(), created, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Delete(context.Background(), n, metav1.DeleteOptions{}) })
+	}
+	f.start("member-2", nil)
+	hb := f.waitHeartbeat("member-2", "two nodes", func(hb *events.MemberHeartbeat) bool {
+		return hb.Healthy && hb.Properties[api.NodeCountProperty].Value == "2"
+	})
+	want := map[api.PropertyName]string{
+		api.TotalCPUProperty: "8", api.AllocatableCPUProperty: "7", api.AvailableCPUProperty: "7",
+		api.TotalMemoryProperty: "32Gi", api.AllocatableMemoryProperty: "30Gi",
+	}
+	for k, v := range want {
+		if got := hb.Properties[k].Value; got != v {
+			t.Errorf("%s = %q, want %q", k, got, v)
+		}
+	}
+	if q := hb.ResourceUsage.Allocatable["cpu"]; q.String() != "7" {
+		t.Errorf("allocatable cpu = %s", q.String())
+	}
+}
+
+// TestUnreachableMember: a member whose API server is gone gets a clear
+// failure per placement and an unhealthy heartbeat, and the worker keeps
+// retrying without piling up work.
+func TestUnreachableMember(t *testing.T) {
+	f := newFleet(t)
+	gone := "gone"
+	if err := members.AddMembers(t.Context(), gone); err != nil {
+		t.Fatal(err)
+	}
+	cfg := members.RESTConfig(gone)
+	if err := members.StopMember(gone); err != nil {
+		t.Fatal(err)
+	}
+	w, err := worker.New(worker.Config{Cluster: gone, REST: cfg, JetStream: f.js, HeartbeatPeriod: time.Second,
+		RetryBase: 50 * time.Millisecond, RetryMax: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	placement := name(t, "crp")
+	f.desire(work(t, gone, placement, api.ApplyStrategy{}, nsYAML("x"), configMapYAML("x", "y", "1")))
+	r := f.waitReport(gone, placement, "a failure", func(r *events.WorkReported) bool { return r.Applied.Status == "False" })
+	for _, m := range r.Manifests {
+		if !strings.Contains(m.Applied.Message, "unreachable") {
+			t.Errorf("manifest failure does not say the member is unreachable: %+v", m.Applied)
+		}
+	}
+	hb := f.waitHeartbeat(gone, "unhealthy", func(hb *events.MemberHeartbeat) bool { return !hb.Healthy })
+	if hb.Message == "" {
+		t.Error("unhealthy heartbeat without a reason")
+	}
+}
+
+// TestKubeconfigDir runs a worker per kubeconfig file of a directory in one
+// process.
+func TestKubeconfigDir(t *testing.T) {
+	f := newFleet(t)
+	dir := t.TempDir()
+	for _, m := range []string{"member-1", "member-2"} {
+		b, err := os.ReadFile(members.Kubeconfig(m))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, m+".kubeconfig"), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "README"), []byte("not a kubeconfig"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ms, err := worker.Options{KubeconfigDir: dir}.Members()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) != 2 || ms[0].Name != "member-1" || ms[1].Name != "member-2" {
+		t.Fatalf("members = %+v", ms)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- worker.RunMembers(ctx, f.js, ms, worker.Config{HeartbeatPeriod: time.Second}) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	placement := name(t, "crp")
+	ns := name(t, "")
+	for _, m := range ms {
+		f.desire(work(t, m.Name, placement, api.ApplyStrategy{}, nsYAML(ns)))
+	}
+	for _, m := range ms {
+		f.waitReport(m.Name, placement, "applied", applied)
+		if get(t, m.Name, namespaces, "", ns) == nil {
+			t.Errorf("namespace missing on %s", m.Name)
+		}
+	}
+}

@@ -1,0 +1,215 @@
+package change
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/flotilla-dev/flotilla/events"
+	"github.com/flotilla-dev/flotilla/events/api"
+	"github.com/flotilla-dev/flotilla/services/fleetctl/manifest"
+)
+
+func load(t *testing.T, text string) []manifest.Document {
+	t.Helper()
+	docs, problems := manifest.Load([]manifest.Source{{Name: "in.yaml", Data: []byte(text)}})
+	if len(problems) > 0 {
+		t.Fatalf("problems: %v", problems)
+	}
+	return docs
+}
+
+func manifestOf(t *testing.T, c Change) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(c.Payload.(events.HubResourceUpserted).Manifest, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestHubManifests(t *testing.T) {
+	docs := load(t, `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  uid: 5b64f73b-ce6d-4ada-998e-db6f682155f6
+  resourceVersion: "898"
+  labels: {kubeadmiral.io/propagation-policy-name: pp, flotilla.dev/conflict-resolution: adopt}
+spec: {replicas: 2}
+status: {replicas: 2}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: web}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: reader}
+---
+apiVersion: cert-manager.io/v1
+kind: ClusterIssuer
+metadata: {name: letsencrypt}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: shop, annotations: {kubeadmiral.io/conflict-resolution: adopt}}
+spec: {clusterIP: 10.0.0.1, clusterIPs: [10.0.0.1]}
+`)
+	items, problems := ForApply(docs, Options{Namespace: "team"})
+	if len(problems) > 0 {
+		t.Fatal(problems)
+	}
+	var subjects []string
+	for _, it := range items {
+		subjects = append(subjects, it.Changes[0].Subject)
+	}
+	want := []string{
+		"flotilla.hub.apps.Deployment.team.web",
+		"flotilla.hub.core.Namespace.-.web",
+		"flotilla.hub.rbac_authorization_k8s_io.ClusterRole.-.reader",
+		"flotilla.hub.cert-manager_io.ClusterIssuer.-.letsencrypt",
+		"flotilla.hub.core.Service.shop.web",
+	}
+	if !reflect.DeepEqual(subjects, want) {
+		t.Errorf("subjects:\n%s\nwant:\n%s", strings.Join(subjects, "\n"), strings.Join(want, "\n"))
+	}
+
+	deploy := manifestOf(t, items[0].Changes[0])
+	wantDeploy := map[string]any{
+		"apiVersion": "apps/v1", "kind": "Deployment",
+		// The namespace given, no server fields, and a stale adopt label
+		// removed: the object does not ask for adoption.
+		"metadata": map[string]any{"name": "web", "namespace": "team", "labels": map[string]any{"kubeadmiral.io/propagation-policy-name": "pp"}},
+		"spec":     map[string]any{"replicas": float64(2)},
+	}
+	if !reflect.DeepEqual(deploy, wantDeploy) {
+		t.Errorf("deployment manifest = %v\nwant %v", deploy, wantDeploy)
+	}
+	if !strings.Contains(strings.Join(items[0].Warnings, ""), "server-populated fields") {
+		t.Errorf("no warning about removed fields: %v", items[0].Warnings)
+	}
+	// An adopt annotation without a KubeAdmiral policy label changes nothing.
+	svc := manifestOf(t, items[4].Changes[0])
+	if md := svc["metadata"].(map[string]any); md["labels"] != nil {
+		t.Errorf("service got labels %v", md["labels"])
+	}
+	if spec := svc["spec"].(map[string]any); spec["clusterIP"] != nil || spec["clusterIPs"] != nil {
+		t.Errorf("service kept its allocated cluster IP: %v", spec)
+	}
+}
+
+func TestPlacementsAndMembersAreSentWithoutServerFields(t *testing.T) {
+	docs := load(t, `apiVersion: placement.kubernetes-fleet.io/v1beta1
+kind: ClusterResourcePlacement
+metadata:
+  name: web
+  generation: 4
+  uid: "1234"
+  resourceVersion: "9"
+  creationTimestamp: "2026-01-01T00:00:00Z"
+  labels: {team: a}
+spec:
+  resourceSelectors: [{group: "", version: v1, kind: Namespace, name: web}]
+status:
+  observedResourceIndex: "3"
+---
+apiVersion: cluster.kubernetes-fleet.io/v1beta1
+kind: MemberCluster
+metadata: {name: m1, generation: 2}
+spec: {}
+status:
+  properties:
+    kubernetes-fleet.io/node-count: {value: "3", observationTime: "2026-01-01T00:00:00Z"}
+`)
+	items, problems := ForApply(docs, Options{})
+	if len(problems) > 0 {
+		t.Fatal(problems)
+	}
+	crp := items[0].Changes[0].Payload.(events.PlacementUpserted).Placement
+	if crp.Generation != 0 || crp.UID != "" || crp.ResourceVersion != "" || !crp.CreationTimestamp.IsZero() || crp.Status.ObservedResourceIndex != "" {
+		t.Errorf("placement keeps server fields: %+v %+v", crp.ObjectMeta, crp.Status)
+	}
+	if crp.Labels["team"] != "a" || crp.Spec.Policy.PlacementType != api.PickAllPlacementType {
+		t.Errorf("placement lost what the user set: %+v", crp)
+	}
+	m := items[1].Changes[0].Payload.(events.MemberJoined).Member
+	if m.Generation != 0 || len(m.Status.Properties) != 0 || m.Spec.HeartbeatPeriodSeconds != 60 {
+		t.Errorf("member = %+v", m)
+	}
+	if items[1].Changes[0].Type != events.TypeMemberJoined || items[1].Changes[0].Subject != "flotilla.member.m1" {
+		t.Errorf("member change = %+v", items[1].Changes[0])
+	}
+}
+
+func TestForDelete(t *testing.T) {
+	docs, problems := manifest.Decode([]manifest.Source{{Name: "in.yaml", Data: []byte(`apiVersion: v1
+kind: ConfigMap
+metadata: {name: cfg}
+---
+apiVersion: core.kubeadmiral.io/v1alpha1
+kind: ClusterPropagationPolicy
+metadata: {name: infra}
+spec: {schedulingMode: Duplicate}
+---
+apiVersion: cluster.kubernetes-fleet.io/v1beta1
+kind: MemberCluster
+metadata: {name: m1}
+spec: {heartbeatPeriodSeconds: 9999}
+---
+apiVersion: v1
+kind: Secret
+metadata: {generateName: s-}
+`)}})
+	if len(problems) > 0 {
+		t.Fatal(problems)
+	}
+	items, problems := ForDelete(docs, events.LeaveDelete, Options{})
+	if len(problems) != 1 || problems[0].String() != "in.yaml: document 4 (Secret, line 15): metadata.name: is required to delete an object" {
+		t.Errorf("problems = %v", problems)
+	}
+	var got []string
+	for _, it := range items {
+		for _, c := range it.Changes {
+			got = append(got, c.Type+" "+c.Subject)
+		}
+	}
+	want := []string{
+		events.TypeHubResourceDeleted + " flotilla.hub.core.ConfigMap.default.cfg",
+		events.TypePlacementDeleted + " flotilla.placement.cpp_infra",
+		events.TypePlacementDeleted + " flotilla.placement.cpp-adopt_infra",
+		events.TypeMemberLeft + " flotilla.member.m1",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("changes:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if lp := items[2].Changes[0].Payload.(events.MemberLeft).LeavePolicy; lp != events.LeaveDelete {
+		t.Errorf("leave policy = %q", lp)
+	}
+}
+
+func TestClusterScoped(t *testing.T) {
+	for gk, want := range map[schema.GroupKind]bool{
+		{Kind: "Namespace"}:                             true,
+		{Group: "apps", Kind: "Deployment"}:             false,
+		{Group: "example.com", Kind: "Widget"}:          false,
+		{Group: "example.com", Kind: "ClusterWidget"}:   true,
+		{Group: "storage.k8s.io", Kind: "StorageClass"}: true,
+	} {
+		if got := ClusterScoped(gk); got != want {
+			t.Errorf("ClusterScoped(%v) = %v, want %v", gk, got, want)
+		}
+	}
+}
+
+func TestObjectName(t *testing.T) {
+	if got := ObjectName(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, "web"); got != "deployment.apps/web" {
+		t.Errorf("ObjectName = %s", got)
+	}
+	if got := ObjectName(schema.GroupVersionKind{Version: "v1", Kind: "Service"}, "web"); got != "service/web" {
+		t.Errorf("ObjectName = %s", got)
+	}
+}

@@ -1,0 +1,164 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+
+	"github.com/flotilla-dev/flotilla/services/fleetctl/change"
+	"github.com/flotilla-dev/flotilla/services/fleetctl/manifest"
+	"github.com/flotilla-dev/flotilla/services/fleetctl/submit"
+)
+
+// fileFlags are the -f, -R and -n flags of apply and delete.
+type fileFlags struct {
+	files     []string
+	recursive bool
+	namespace string
+}
+
+func (f *fileFlags) add(cmd *cobra.Command, verb string) {
+	cmd.Flags().StringArrayVarP(&f.files, "filename", "f", nil, "file, directory or - (stdin) with the objects to "+verb+"; repeatable")
+	cmd.Flags().BoolVarP(&f.recursive, "recursive", "R", false, "read the directories given with -f recursively")
+	cmd.Flags().StringVarP(&f.namespace, "namespace", "n", "default", "namespace of namespaced hub objects that name none")
+}
+
+func (a *app) applyCommand() *cobra.Command {
+	var files fileFlags
+	var dryRun string
+	cmd := &cobra.Command{
+		Use:   "apply -f FILENAME",
+		Short: "Publish placements, member clusters and hub manifests from files",
+		Long: `Apply publishes the objects in the given files:
+
+  ClusterResourcePlacement                 creates or updates the placement
+  MemberCluster                            joins (or updates) the member cluster
+  PropagationPolicy (KubeAdmiral)          becomes two placements, pp.<namespace>.<name> and
+  ClusterPropagationPolicy (KubeAdmiral)   pp-adopt.<namespace>.<name> (cpp... for cluster policies)
+  any other Kubernetes manifest            goes into the hub store, where placements select it
+
+Files may hold several YAML documents or JSON objects, and v1 Lists. Every document is
+decoded and validated first; if any has a problem, every problem is printed with its file,
+document and field, and nothing is published. Server-populated fields (status, uid,
+resourceVersion, a Service's clusterIP, ...) are removed from hub manifests, so output of
+kubectl get -o yaml can be applied as it is. Applying the same content again publishes
+nothing ("unchanged").`,
+		Example: `  fleetctl apply -f web-2-crp.yaml
+  fleetctl apply -f ./manifests -R
+  cat crp.yaml | fleetctl apply -f -`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(files.files) == 0 {
+				return usageError(cmd, "must specify at least one file with -f (a file, a directory, or - for standard input)")
+			}
+			switch dryRun {
+			case "none", "client":
+			default:
+				return usageError(cmd, "--dry-run must be none or client, not %q", dryRun)
+			}
+			return a.apply(cmd.Context(), files, dryRun == "client")
+		},
+	}
+	files.add(cmd, "apply")
+	cmd.Flags().StringVar(&dryRun, "dry-run", "none", "client: validate and print what would be published, without publishing")
+	cmd.Flags().Lookup("dry-run").NoOptDefVal = "client"
+	return cmd
+}
+
+// loadProblems prints every problem and returns the error that ends the command.
+func (a *app) reportProblems(problems []manifest.Problem) error {
+	sources := map[string]bool{}
+	for _, p := range problems {
+		fmt.Fprintln(a.err, p.String())
+		sources[p.Source] = true
+	}
+	return fmt.Errorf("%d problem(s) in %d file(s); nothing was published", len(problems), len(sources))
+}
+
+func (a *app) apply(ctx context.Context, files fileFlags, dryRun bool) error {
+	sources, err := manifest.Read(files.files, files.recursive, a.in)
+	if err != nil {
+		return err
+	}
+	docs, problems := manifest.Load(sources)
+	// Convert the valid documents too, so that every problem is reported
+	// at once, including those only the conversion finds.
+	items, more := change.ForApply(manifest.WithoutProblems(docs, problems), change.Options{Namespace: files.namespace})
+	if problems = append(problems, more...); len(problems) > 0 {
+		manifest.SortProblems(problems)
+		return a.reportProblems(problems)
+	}
+	if len(items) == 0 {
+		return errors.New("no objects passed to apply")
+	}
+	for _, d := range docs {
+		for _, w := range d.Warnings {
+			a.warn("%s: %s", d.Where(), w)
+		}
+	}
+	for _, it := range items {
+		for _, w := range it.Warnings {
+			a.warn("%s: %s: %s", it.Where, it.Object, w)
+		}
+	}
+	if dryRun {
+		for _, it := range items {
+			a.printOutcome(it, "configured (dry run)")
+		}
+		return nil
+	}
+	return a.publish(ctx, items, "configured", "unchanged")
+}
+
+// publish publishes every item in order and prints one line per item.
+func (a *app) publish(ctx context.Context, items []change.Item, done, unchanged string) error {
+	nc, err := a.connect()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	pub, err := a.publisher(ctx, nc)
+	if err != nil {
+		return err
+	}
+	for i, it := range items {
+		outcome := submit.Unchanged
+		for _, c := range it.Changes {
+			o, err := pub.Publish(ctx, c)
+			if err != nil {
+				return fmt.Errorf("publish %s: %w (%d of %d objects were published before it)", it.Object, err, i, len(items))
+			}
+			if o == submit.Published {
+				outcome = submit.Published
+			}
+		}
+		if outcome == submit.Published {
+			a.printOutcome(it, done)
+		} else {
+			a.printOutcome(it, unchanged)
+		}
+	}
+	return nil
+}
+
+func (a *app) publisher(ctx context.Context, nc *nats.Conn) (*submit.Publisher, error) {
+	js, err := a.jetStream(ctx, nc)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, a.requestTimeout)
+	defer cancel()
+	return submit.New(ctx, js)
+}
+
+func (a *app) printOutcome(it change.Item, outcome string) {
+	line := it.Object + " " + outcome
+	if it.Note != "" {
+		line += " (" + it.Note + ")"
+	}
+	fmt.Fprintln(a.out, strings.TrimSpace(line))
+}

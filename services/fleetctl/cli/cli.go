@@ -1,0 +1,170 @@
+// Package cli holds fleetctl's commands: apply, get, describe, delete,
+// history, takeovers and wait. Run is the whole program; main only wires the
+// process to it.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/flotilla-dev/flotilla/services/fleetctl/query"
+)
+
+// DefaultNATSURL is where fleetctl looks for NATS without --nats or
+// FLOTILLA_NATS_URL: where `make run` and the standalone binary listen.
+const DefaultNATSURL = "nats://127.0.0.1:4222"
+
+// Environment variables fleetctl reads.
+const (
+	EnvNATSURL   = "FLOTILLA_NATS_URL"
+	EnvNATSCreds = "FLOTILLA_NATS_CREDS"
+)
+
+// Options connect Run to its process.
+type Options struct {
+	In       io.Reader
+	Out, Err io.Writer
+	// Getenv reads the environment; os.Getenv when nil.
+	Getenv func(string) string
+	// Now is the clock of ages in tables; time.Now when nil.
+	Now func() time.Time
+}
+
+// app is one run of fleetctl: its streams and its global flags.
+type app struct {
+	in       io.Reader
+	out, err io.Writer
+	now      func() time.Time
+
+	natsURL        string
+	natsCreds      string
+	requestTimeout time.Duration
+}
+
+// Run runs fleetctl with args (without the program name). Errors are
+// returned, not printed, except that problems found in input files are
+// printed one per line first; the caller prints the error and exits non-zero.
+func Run(ctx context.Context, args []string, opts Options) error {
+	a := &app{in: opts.In, out: opts.Out, err: opts.Err, now: opts.Now}
+	if a.in == nil {
+		a.in = os.Stdin
+	}
+	if a.out == nil {
+		a.out = os.Stdout
+	}
+	if a.err == nil {
+		a.err = os.Stderr
+	}
+	if a.now == nil {
+		a.now = time.Now
+	}
+	getenv := opts.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	root := a.rootCommand(getenv)
+	root.SetArgs(args)
+	root.SetIn(a.in)
+	root.SetOut(a.out)
+	root.SetErr(a.err)
+	return root.ExecuteContext(ctx)
+}
+
+func (a *app) rootCommand(getenv func(string) string) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "fleetctl",
+		Short: "fleetctl controls Flotilla, the multi-cluster placement engine",
+		Long: `fleetctl controls Flotilla, the multi-cluster placement engine that speaks Fleet's API.
+
+Apply ClusterResourcePlacements, MemberClusters, KubeAdmiral PropagationPolicies and any
+Kubernetes manifest for the hub, then watch placements converge:
+
+  fleetctl apply -f web-2-crp.yaml
+  fleetctl get crp web-2-crp -o jsonpath='{.status.placementStatuses}'
+  fleetctl wait crp web-2-crp --for=condition=Applied --timeout=2m`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		// Without a subcommand, print help rather than nothing.
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	root.CompletionOptions.DisableDefaultCmd = true
+	natsURL := getenv(EnvNATSURL)
+	if natsURL == "" {
+		natsURL = DefaultNATSURL
+	}
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.natsURL, "nats", natsURL, "NATS server URL (default from "+EnvNATSURL+")")
+	pf.StringVar(&a.natsCreds, "nats-creds", getenv(EnvNATSCreds), "NATS credentials file (default from "+EnvNATSCreds+")")
+	pf.DurationVar(&a.requestTimeout, "request-timeout", query.DefaultTimeout, "how long to wait for each answer from NATS and the status service")
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return fmt.Errorf("%w\nSee '%s --help' for usage", err, cmd.CommandPath())
+	})
+	root.AddCommand(
+		a.applyCommand(),
+		a.getCommand(),
+		a.describeCommand(),
+		a.deleteCommand(),
+		a.historyCommand(),
+		a.takeoversCommand(),
+		a.waitCommand(),
+	)
+	return root
+}
+
+// usageError is an error in the arguments of cmd, pointing to its help.
+func usageError(cmd *cobra.Command, format string, args ...any) error {
+	return fmt.Errorf("%s\nSee '%s --help' for usage", fmt.Sprintf(format, args...), cmd.CommandPath())
+}
+
+// connect opens a NATS connection, or says how to get one.
+func (a *app) connect() (*nats.Conn, error) {
+	opts := []nats.Option{nats.Name("fleetctl"), nats.Timeout(a.requestTimeout)}
+	if a.natsCreds != "" {
+		opts = append(opts, nats.UserCredentials(a.natsCreds))
+	}
+	nc, err := nats.Connect(a.natsURL, opts...)
+	if err != nil {
+		hint := fmt.Sprintf("start Flotilla with `make run` (or the standalone binary), or point fleetctl at your NATS server with --nats URL or %s", EnvNATSURL)
+		if errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) {
+			hint = fmt.Sprintf("check the credentials given with --nats-creds or %s", EnvNATSCreds)
+		}
+		return nil, fmt.Errorf("cannot reach NATS at %s (%v): %s", a.natsURL, err, hint)
+	}
+	return nc, nil
+}
+
+// jetStream opens JetStream on nc, or says that the server lacks it.
+func (a *app) jetStream(ctx context.Context, nc *nats.Conn) (jetstream.JetStream, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("open JetStream on %s: %w", a.natsURL, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, a.requestTimeout)
+	defer cancel()
+	if _, err := js.AccountInfo(ctx); err != nil {
+		if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
+			return nil, fmt.Errorf("the NATS server at %s has no JetStream; Flotilla needs a server started with JetStream (nats-server -js), as `make run` starts", a.natsURL)
+		}
+		return nil, fmt.Errorf("JetStream on %s: %w", a.natsURL, err)
+	}
+	return js, nil
+}
+
+func (a *app) queryClient(nc *nats.Conn) *query.Client {
+	q := query.New(nc)
+	q.Timeout = a.requestTimeout
+	return q
+}
+
+// warn prints a warning as kubectl does.
+func (a *app) warn(format string, args ...any) {
+	fmt.Fprintf(a.err, "Warning: "+format+"\n", args...)
+}

@@ -1,0 +1,95 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/flotilla-dev/flotilla/events"
+	"github.com/flotilla-dev/flotilla/services/fleetctl/change"
+	"github.com/flotilla-dev/flotilla/services/fleetctl/manifest"
+)
+
+func (a *app) deleteCommand() *cobra.Command {
+	var files fileFlags
+	var leave string
+	cmd := &cobra.Command{
+		Use:   "delete (-f FILENAME | crp NAME... | member NAME...)",
+		Short: "Delete placements, remove member clusters, or take manifests out of the hub store",
+		Long: `Delete publishes the deletion of the named objects:
+
+  a ClusterResourcePlacement is deleted, and its objects removed from members per its deleteStrategy;
+  a MemberCluster leaves the fleet (--leave-policy Keep leaves placed objects running on it,
+  Delete removes what Flotilla placed there);
+  a KubeAdmiral policy's two placements are deleted;
+  any other manifest given with -f is removed from the hub store.`,
+		Example: `  fleetctl delete crp web-2-crp
+  fleetctl delete member member-3 --leave-policy Delete
+  fleetctl delete -f web-2-crp.yaml`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			lp := events.LeavePolicy(leave)
+			switch lp {
+			case "", events.LeaveKeep, events.LeaveDelete:
+			default:
+				return usageError(cmd, "--leave-policy must be Keep or Delete, not %q", leave)
+			}
+			if len(files.files) > 0 {
+				if len(args) > 0 {
+					return usageError(cmd, "give either -f or a resource type and names, not both")
+				}
+				return a.deleteFiles(cmd.Context(), files, lp)
+			}
+			r, names, err := parseTarget(args)
+			if err != nil {
+				return usageError(cmd, "%v", err)
+			}
+			if len(names) == 0 {
+				return usageError(cmd, "name the %s to delete", r.display())
+			}
+			return a.deleteNames(cmd.Context(), r, names, lp)
+		},
+	}
+	files.add(cmd, "delete")
+	cmd.Flags().StringVar(&leave, "leave-policy", "", "what a leaving member keeps: Keep (placed objects stay, as upstream Fleet) or Delete")
+	return cmd
+}
+
+func (a *app) deleteNames(ctx context.Context, r resource, names []string, leave events.LeavePolicy) error {
+	items := make([]change.Item, 0, len(names))
+	for _, n := range names {
+		var c change.Change
+		var err error
+		if r == members {
+			c, err = change.MemberLeft(n, leave)
+		} else {
+			c, err = change.PlacementDeleted(n)
+		}
+		if err != nil {
+			return fmt.Errorf("%s %q: %w", r.display(), n, err)
+		}
+		items = append(items, change.Item{Object: fmt.Sprintf("%s %q", r.display(), n), Changes: []change.Change{c}})
+	}
+	return a.publish(ctx, items, "deleted", "already deleted")
+}
+
+func (a *app) deleteFiles(ctx context.Context, files fileFlags, leave events.LeavePolicy) error {
+	sources, err := manifest.Read(files.files, files.recursive, a.in)
+	if err != nil {
+		return err
+	}
+	// Deleting needs names only: the objects need not be valid.
+	docs, problems := manifest.Decode(sources)
+	if len(problems) > 0 {
+		return a.reportProblems(problems)
+	}
+	items, problems := change.ForDelete(docs, leave, change.Options{Namespace: files.namespace})
+	if len(problems) > 0 {
+		return a.reportProblems(problems)
+	}
+	if len(items) == 0 {
+		return errors.New("no objects passed to delete")
+	}
+	return a.publish(ctx, items, "deleted", "already deleted")
+}

@@ -1,0 +1,235 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/flotilla-dev/flotilla/events/api"
+	"github.com/flotilla-dev/flotilla/services/fleetctl/printer"
+	"github.com/flotilla-dev/flotilla/services/fleetctl/query"
+)
+
+func (a *app) getCommand() *cobra.Command {
+	var output, selector string
+	var noHeaders bool
+	cmd := &cobra.Command{
+		Use:   "get (crp|members) [NAME...]",
+		Short: "Show placements or member clusters with their status",
+		Long: `Get shows ClusterResourcePlacements or MemberClusters in Fleet's shape (apiVersion, kind,
+metadata, spec, status), as the status service reports them.
+
+Resource types: clusterresourceplacements (crp), memberclusters (members, mc); the
+kubectl spellings with group and version work too, e.g.
+clusterresourceplacement.v1beta1.placement.kubernetes-fleet.io.
+
+Output formats (-o): ` + printer.Formats + `.
+jsonpath templates are kubectl's (client-go's jsonpath): a list or object prints as JSON.`,
+		Example: `  fleetctl get crp
+  fleetctl get members -o wide
+  fleetctl get clusterresourceplacement.v1beta1.placement.kubernetes-fleet.io web-2-crp -o jsonpath='{.status.placementStatuses}' \
+      | jq '[.[] | select (.failedPlacements != null)] | map({clusterName, failedPlacements})'`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			r, names, err := parseTarget(args)
+			if err != nil {
+				return usageError(cmd, "%v", err)
+			}
+			out, err := printer.ParseOutput(output)
+			if err == nil {
+				err = out.Check()
+			}
+			if err != nil {
+				return usageError(cmd, "%v", err)
+			}
+			if selector != "" && len(names) > 0 {
+				return usageError(cmd, "give either names or a label selector (-l), not both")
+			}
+			p := printer.Printer{Output: out, NoHeaders: noHeaders, Now: a.now}
+			return a.get(cmd.Context(), p, r, names, selector)
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: "+printer.Formats)
+	cmd.Flags().StringVarP(&selector, "selector", "l", "", "label selector, e.g. -l app=web,tier!=cache")
+	cmd.Flags().BoolVar(&noHeaders, "no-headers", false, "leave out the table header")
+	return cmd
+}
+
+// notFound renders a missing object as kubectl does.
+func notFound(r resource, name string) error {
+	return fmt.Errorf("%s %q not found", r.display(), name)
+}
+
+func (a *app) get(ctx context.Context, p printer.Printer, r resource, names []string, selector string) error {
+	nc, err := a.connect()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	q := a.queryClient(nc)
+
+	var missing []error
+	switch r {
+	case placements:
+		var items []api.ClusterResourcePlacement
+		if len(names) == 0 {
+			if items, err = q.Placements(ctx, selector); err != nil {
+				return err
+			}
+		}
+		for _, n := range names {
+			crp, err := q.Placement(ctx, n)
+			switch {
+			case errors.Is(err, query.ErrNotFound):
+				missing = append(missing, notFound(r, n))
+			case err != nil:
+				return err
+			default:
+				items = append(items, *crp)
+			}
+		}
+		if len(items) > 0 {
+			if err := p.Placements(a.out, items, len(names) == 1); err != nil {
+				return err
+			}
+		} else if len(names) == 0 {
+			a.noResources(p, a.err)
+		}
+	case members:
+		var items []api.MemberCluster
+		if len(names) == 0 {
+			if items, err = q.Members(ctx, selector); err != nil {
+				return err
+			}
+		}
+		for _, n := range names {
+			m, err := q.Member(ctx, n)
+			switch {
+			case errors.Is(err, query.ErrNotFound):
+				missing = append(missing, notFound(r, n))
+			case err != nil:
+				return err
+			default:
+				items = append(items, *m)
+			}
+		}
+		if len(items) > 0 {
+			if err := p.Members(a.out, items, len(names) == 1); err != nil {
+				return err
+			}
+		} else if len(names) == 0 {
+			a.noResources(p, a.err)
+		}
+	}
+	return errors.Join(missing...)
+}
+
+// noResources says that a list is empty: on stderr for tables, as kubectl
+// does, and as an empty List for structured formats so that scripts get JSON.
+func (a *app) noResources(p printer.Printer, w io.Writer) {
+	switch p.Output.Format {
+	case printer.Table, printer.Wide, printer.Name:
+		fmt.Fprintln(w, "No resources found")
+	default:
+		_ = p.Placements(a.out, nil, false)
+	}
+}
+
+func (a *app) describeCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "describe (crp|members) [NAME...]",
+		Short: "Show a placement or member cluster in detail, for people",
+		Long: `Describe shows a placement's spec in short, its conditions, and for every cluster the
+cluster's conditions and the objects that failed to apply or are not available
+(failedPlacements), drifted on the member (driftedPlacements) or differ from the hub
+(diffedPlacements). Without names, every object of the type is described.`,
+		Example: `  fleetctl describe crp web-2-crp
+  fleetctl describe member member-1`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			r, names, err := parseTarget(args)
+			if err != nil {
+				return usageError(cmd, "%v", err)
+			}
+			return a.describe(cmd.Context(), r, names)
+		},
+	}
+	return cmd
+}
+
+func (a *app) describe(ctx context.Context, r resource, names []string) error {
+	nc, err := a.connect()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	q := a.queryClient(nc)
+	p := printer.Printer{Now: a.now}
+
+	var missing []error
+	first := true
+	separate := func() {
+		if !first {
+			fmt.Fprintln(a.out)
+		}
+		first = false
+	}
+	switch r {
+	case placements:
+		var items []api.ClusterResourcePlacement
+		if len(names) == 0 {
+			if items, err = q.Placements(ctx, ""); err != nil {
+				return err
+			}
+		}
+		for _, n := range names {
+			crp, err := q.Placement(ctx, n)
+			switch {
+			case errors.Is(err, query.ErrNotFound):
+				missing = append(missing, notFound(r, n))
+			case err != nil:
+				return err
+			default:
+				items = append(items, *crp)
+			}
+		}
+		for i := range items {
+			separate()
+			if err := p.DescribePlacement(a.out, &items[i]); err != nil {
+				return err
+			}
+		}
+		if len(items) == 0 && len(names) == 0 {
+			fmt.Fprintln(a.err, "No resources found")
+		}
+	case members:
+		var items []api.MemberCluster
+		if len(names) == 0 {
+			if items, err = q.Members(ctx, ""); err != nil {
+				return err
+			}
+		}
+		for _, n := range names {
+			m, err := q.Member(ctx, n)
+			switch {
+			case errors.Is(err, query.ErrNotFound):
+				missing = append(missing, notFound(r, n))
+			case err != nil:
+				return err
+			default:
+				items = append(items, *m)
+			}
+		}
+		for i := range items {
+			separate()
+			if err := p.DescribeMember(a.out, &items[i]); err != nil {
+				return err
+			}
+		}
+		if len(items) == 0 && len(names) == 0 {
+			fmt.Fprintln(a.err, "No resources found")
+		}
+	}
+	return errors.Join(missing...)
+}

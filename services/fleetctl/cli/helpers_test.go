@@ -1,0 +1,295 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/flotilla-dev/flotilla/events"
+	"github.com/flotilla-dev/flotilla/events/api"
+	"github.com/flotilla-dev/flotilla/events/bus"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata")
+
+// unreachable is a NATS URL nothing listens on: commands that must fail
+// before connecting are run against it.
+const unreachable = "nats://127.0.0.1:1"
+
+var testNow = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+
+// result is what one fleetctl run printed and returned.
+type result struct {
+	out, err string
+	e        error
+}
+
+// combined is the terminal as the user sees it: stderr, then the error that
+// main prints.
+func (r result) combined() string {
+	s := r.err
+	if r.e != nil {
+		s += "error: " + r.e.Error() + "\n"
+	}
+	return s
+}
+
+// fleetctl runs the command line args with stdin in.
+func fleetctl(t *testing.T, in string, args ...string) result {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	err := Run(t.Context(), args, Options{
+		In: strings.NewReader(in), Out: &out, Err: &errOut,
+		Getenv: func(string) string { return "" },
+		Now:    func() time.Time { return testNow },
+	})
+	return result{out: out.String(), err: errOut.String(), e: err}
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", "golden", name)
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read golden file (run go test -update to create it): %v", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("output differs from %s (run go test -update to accept):\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
+
+// storedEvents returns every event on the EVENTS stream, oldest first, with
+// the subject it was stored on.
+func storedEvents(t *testing.T, js jetstream.JetStream) []stored {
+	t.Helper()
+	ctx := t.Context()
+	stream, err := js.Stream(ctx, bus.StreamEvents)
+	if err != nil {
+		t.Fatalf("open stream: %v", err)
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []stored
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+		m, err := stream.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatalf("get message %d: %v", seq, err)
+		}
+		ev, err := bus.Decode(&nats.Msg{Subject: m.Subject, Header: m.Header, Data: m.Data})
+		if err != nil {
+			t.Fatalf("message %d is not a CloudEvent: %v", seq, err)
+		}
+		if err := events.Validate(ev); err != nil {
+			t.Errorf("message %d on %s is not a valid event: %v", seq, m.Subject, err)
+		}
+		out = append(out, stored{Subject: m.Subject, Event: ev})
+	}
+	return out
+}
+
+type stored struct {
+	Subject string
+	Event   cloudevents.Event
+}
+
+func (s stored) String() string { return s.Event.Type() + " on " + s.Subject }
+
+func payload[T any](t *testing.T, s stored) *T {
+	t.Helper()
+	p, err := events.DecodeAs[T](s.Event)
+	if err != nil {
+		t.Fatalf("%s: %v", s, err)
+	}
+	return p
+}
+
+// fakeStatus answers the query contract of events/query.go from fixed data:
+// a fake of Flotilla's own status service, for testing the client side.
+type fakeStatus struct {
+	mu         sync.Mutex
+	placements map[string]api.ClusterResourcePlacement
+	members    map[string]api.MemberCluster
+	history    map[string]events.PlacementHistory
+	takeovers  []events.TakeoverRecord
+	queries    []events.TakeoverQuery
+}
+
+func startFakeStatus(t *testing.T, nc *nats.Conn) *fakeStatus {
+	t.Helper()
+	f := &fakeStatus{placements: map[string]api.ClusterResourcePlacement{}, members: map[string]api.MemberCluster{}, history: map[string]events.PlacementHistory{}}
+	svc, err := micro.AddService(nc, micro.Config{Name: events.QueryService, Version: "0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Stop() })
+	add := func(endpoint string, h func(micro.Request)) {
+		name := strings.ReplaceAll(endpoint, ".", "-")
+		if err := svc.AddEndpoint(name, micro.HandlerFunc(h), micro.WithEndpointSubject(events.QuerySubjectPrefix+endpoint)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add(events.QueryGetPlacement, func(r micro.Request) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		var q events.NameQuery
+		_ = json.Unmarshal(r.Data(), &q)
+		p, ok := f.placements[q.Name]
+		respond(r, p, ok, "clusterresourceplacement "+q.Name)
+	})
+	add(events.QueryListPlacements, func(r micro.Request) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		var q events.ListQuery
+		_ = json.Unmarshal(r.Data(), &q)
+		sel, err := labels.Parse(q.LabelSelector)
+		if err != nil {
+			_ = r.Error("400", err.Error(), mustJSON(events.QueryReply[any]{Error: err.Error()}))
+			return
+		}
+		out := []api.ClusterResourcePlacement{}
+		for _, n := range slices.Sorted(maps.Keys(f.placements)) {
+			if sel.Matches(labels.Set(f.placements[n].Labels)) {
+				out = append(out, f.placements[n])
+			}
+		}
+		respond(r, out, true, "")
+	})
+	add(events.QueryGetMember, func(r micro.Request) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		var q events.NameQuery
+		_ = json.Unmarshal(r.Data(), &q)
+		m, ok := f.members[q.Name]
+		respond(r, m, ok, "membercluster "+q.Name)
+	})
+	add(events.QueryListMembers, func(r micro.Request) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		var q events.ListQuery
+		_ = json.Unmarshal(r.Data(), &q)
+		sel, err := labels.Parse(q.LabelSelector)
+		if err != nil {
+			_ = r.Error("400", err.Error(), mustJSON(events.QueryReply[any]{Error: err.Error()}))
+			return
+		}
+		out := []api.MemberCluster{}
+		for _, n := range slices.Sorted(maps.Keys(f.members)) {
+			if sel.Matches(labels.Set(f.members[n].Labels)) {
+				out = append(out, f.members[n])
+			}
+		}
+		respond(r, out, true, "")
+	})
+	add(events.QueryHistory, func(r micro.Request) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		var q events.NameQuery
+		_ = json.Unmarshal(r.Data(), &q)
+		h, ok := f.history[q.Name]
+		respond(r, h, ok, "placement "+q.Name)
+	})
+	add(events.QueryTakeovers, func(r micro.Request) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		var q events.TakeoverQuery
+		_ = json.Unmarshal(r.Data(), &q)
+		f.queries = append(f.queries, q)
+		var out []events.TakeoverRecord
+		for _, rec := range f.takeovers {
+			if q.Placement == "" || rec.Placement == q.Placement {
+				out = append(out, rec)
+			}
+		}
+		respond(r, out, true, "")
+	})
+	return f
+}
+
+func (f *fakeStatus) setPlacement(p api.ClusterResourcePlacement) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.placements[p.Name] = p
+}
+
+func respond[T any](r micro.Request, v T, found bool, what string) {
+	if !found {
+		msg := what + " not found"
+		_ = r.Error("404", msg, mustJSON(events.QueryReply[T]{Error: msg, NotFound: true}))
+		return
+	}
+	_ = r.Respond(mustJSON(events.QueryReply[T]{Result: v}))
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("test data does not encode: %v", err))
+	}
+	return b
+}
+
+func decodeFixture[T any](t *testing.T, path string) []T {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	docs, err := api.DecodeAll(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []T
+	for _, d := range docs {
+		obj, ok := any(d.Object).(*T)
+		if !ok {
+			t.Fatalf("%s holds a %T", path, d.Object)
+		}
+		out = append(out, *obj)
+	}
+	return out
+}
+
+// withTimeout is a context for setup calls of a test.
+func withTimeout(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func natsConnect(t *testing.T, url string) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}

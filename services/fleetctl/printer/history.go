@@ -1,0 +1,119 @@
+package printer
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/flotilla-dev/flotilla/events"
+)
+
+// History prints a placement's history: the resource snapshots (revisions),
+// the scheduling decisions and the status transitions, oldest first. Table
+// (and Wide) print sections; YAML and JSON print the record as is.
+func (p Printer) History(w io.Writer, h *events.PlacementHistory) error {
+	if p.Output.Format != Table && p.Output.Format != Wide {
+		return printStructured(w, p.Output, h)
+	}
+	fmt.Fprintf(w, "Placement: %s\n", h.Placement)
+
+	fmt.Fprintf(w, "\nRevisions (resource snapshots): %d\n", len(h.Snapshots))
+	if len(h.Snapshots) > 0 {
+		rows := make([][]string, 0, len(h.Snapshots))
+		for _, s := range h.Snapshots {
+			res := make([]string, 0, len(s.Resources))
+			for _, r := range s.Resources {
+				res = append(res, Resource(r))
+			}
+			rows = append(rows, []string{strconv.FormatInt(s.Index, 10), shortHash(s.Hash, p.Output.Format == Wide), timestamp(s.CreatedAt), strings.Join(res, ", ")})
+		}
+		if err := p.indentedTable(w, []string{"INDEX", "HASH", "CREATED", "RESOURCES"}, rows); err != nil {
+			return err
+		}
+	}
+
+	fmt.Fprintf(w, "\nScheduling decisions: %d\n", len(h.Decisions))
+	if len(h.Decisions) > 0 {
+		rows := make([][]string, 0, len(h.Decisions))
+		for _, d := range h.Decisions {
+			rows = append(rows, []string{strconv.FormatInt(d.PolicyGeneration, 10), d.Cluster, d.Action,
+				score(d.AffinityScore), score(d.TopologySpreadScore), timestamp(d.DecidedAt), oneLine(d.Reason)})
+		}
+		if err := p.indentedTable(w, []string{"POLICY-GEN", "CLUSTER", "ACTION", "AFFINITY", "TOPOLOGY", "DECIDED", "REASON"}, rows); err != nil {
+			return err
+		}
+	}
+
+	fmt.Fprintf(w, "\nStatus transitions: %d\n", len(h.Status))
+	if len(h.Status) > 0 {
+		rows := make([][]string, 0, len(h.Status))
+		for _, c := range h.Status {
+			cluster := c.Cluster
+			if cluster == "" {
+				cluster = "-"
+			}
+			rows = append(rows, []string{timestamp(c.At), cluster, c.Type, c.Status, c.Reason, oneLine(c.Message)})
+		}
+		if err := p.indentedTable(w, []string{"AT", "CLUSTER", "TYPE", "STATUS", "REASON", "MESSAGE"}, rows); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Takeovers prints takeover decisions, with the differing fields of the
+// refused ones.
+func (p Printer) Takeovers(w io.Writer, records []events.TakeoverRecord) error {
+	if p.Output.Format != Table && p.Output.Format != Wide {
+		if records == nil {
+			records = []events.TakeoverRecord{}
+		}
+		return printStructured(w, p.Output, records)
+	}
+	rows := make([][]string, 0, len(records))
+	for _, r := range records {
+		diffs := make([]string, 0, len(r.Diffs))
+		for _, d := range r.Diffs {
+			diffs = append(diffs, Patch(d))
+		}
+		rows = append(rows, []string{timestamp(r.DecidedAt), r.Placement, r.Cluster, Resource(r.Resource),
+			string(r.Mode), string(r.Comparison), r.Outcome, strings.Join(diffs, "; ")})
+	}
+	return p.table(w, []string{"DECIDED", "PLACEMENT", "CLUSTER", "OBJECT", "MODE", "COMPARISON", "OUTCOME", "DIFFS"}, rows)
+}
+
+func (p Printer) indentedTable(w io.Writer, columns []string, rows [][]string) error {
+	ind := func(r []string) []string {
+		out := append([]string(nil), r...)
+		out[0] = "  " + out[0]
+		return out
+	}
+	indented := make([][]string, 0, len(rows))
+	for _, r := range rows {
+		indented = append(indented, ind(r))
+	}
+	return p.table(w, ind(columns), indented)
+}
+
+func timestamp(t time.Time) string {
+	if t.IsZero() {
+		return "<unknown>"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func shortHash(h string, full bool) string {
+	if !full && len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}
+
+func score(s *int32) string {
+	if s == nil {
+		return "-"
+	}
+	return strconv.Itoa(int(*s))
+}

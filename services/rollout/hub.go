@@ -1,0 +1,197 @@
+package rollout
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+	"github.com/jackc/pgx/v5"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/flotilla-dev/flotilla/events"
+	"github.com/flotilla-dev/flotilla/events/api"
+	"github.com/flotilla-dev/flotilla/events/bus"
+	"github.com/flotilla-dev/flotilla/services/rollout/selection"
+	"github.com/flotilla-dev/flotilla/services/rollout/snapshot"
+)
+
+// upsertHubResource stores a manifest in the hub store, stripped of the
+// fields an API server fills in, and opens the coalescing window of the
+// placements when its content changed.
+func (r *rollout) upsertHubResource(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, m bus.Meta, p *events.HubResourceUpserted, now time.Time) error {
+	u := &unstructured.Unstructured{}
+	if err := json.Unmarshal(p.Manifest, &u.Object); err != nil || u.Object == nil {
+		return bus.Permanent(fmt.Errorf("hub resource: the manifest is not a JSON object: %v", err))
+	}
+	api.StripServerFields(u)
+	if errs := api.ValidateHubResource(u); len(errs) > 0 {
+		return bus.Permanent(fmt.Errorf("hub resource %s %s: %w", u.GetKind(), u.GetName(), errs))
+	}
+	if u.GetName() == "" {
+		return bus.Permanent(fmt.Errorf("hub resource %s: metadata.name is required in the hub store (generateName cannot identify an object)", u.GetKind()))
+	}
+	gvk := u.GroupVersionKind()
+	if gvk.Group == api.PlacementGroupVersion.Group && (gvk.Kind == api.ClusterResourceEnvelopeKind || gvk.Kind == api.ResourceEnvelopeKind) {
+		raw, _ := json.Marshal(u.Object)
+		obj, err := api.Decode(raw)
+		if err != nil {
+			return bus.Permanent(fmt.Errorf("hub resource %s %s: %w", gvk.Kind, u.GetName(), err))
+		}
+		if errs := api.Validate(obj); len(errs) > 0 {
+			return bus.Permanent(fmt.Errorf("hub resource %s %s: %w", gvk.Kind, u.GetName(), errs))
+		}
+	}
+	raw, err := json.Marshal(u.Object)
+	if err != nil {
+		return bus.Permanent(fmt.Errorf("hub resource %s %s: %w", gvk.Kind, u.GetName(), err))
+	}
+	manifest, err := snapshot.Canonical(raw)
+	if err != nil {
+		return bus.Permanent(fmt.Errorf("hub resource %s %s: %w", gvk.Kind, u.GetName(), err))
+	}
+	hash := snapshot.Hash([]json.RawMessage{manifest})
+	id := api.ResourceIdentifier{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Namespace: u.GetNamespace(), Name: u.GetName()}
+	// The row changes only for a newer event (by stream sequence): replicas
+	// may handle two events about one object in either order. The guard is
+	// repeated in the statement for a row another replica creates meanwhile.
+	prev, err := lockHubRow(ctx, tx, id)
+	if err != nil {
+		return err
+	}
+	if prev != nil && prev.seq >= int64(m.Sequence) {
+		return nil // a newer event about the object was handled first
+	}
+	if _, err := tx.Exec(ctx, `
+		insert into hub_resources (api_group, version, kind, namespace, name, manifest, content_hash, event_seq, event_id)
+		values ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+		on conflict (api_group, version, kind, namespace, name) do update set
+			manifest = excluded.manifest, content_hash = excluded.content_hash, deleted = false,
+			event_seq = excluded.event_seq, event_id = excluded.event_id, updated_at = now()
+		where hub_resources.event_seq < excluded.event_seq`,
+		id.Group, id.Version, id.Kind, id.Namespace, id.Name, manifest, hash, int64(m.Sequence), ev.ID()); err != nil {
+		return fmt.Errorf("store hub resource %s %s: %w", id.Kind, id.Name, err)
+	}
+	if prev != nil && !prev.deleted && prev.hash == hash {
+		return nil // same content: no placement's selection changes
+	}
+	return r.hubChanged(ctx, tx, now)
+}
+
+// deleteHubResource marks a manifest deleted in the hub store. The row stays
+// with the deleting event's sequence, so an older upsert delivered late
+// cannot bring it back.
+func (r *rollout) deleteHubResource(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, m bus.Meta, p *events.HubResourceDeleted, now time.Time) error {
+	id := p.Resource
+	prev, err := lockHubRow(ctx, tx, id)
+	if err != nil {
+		return err
+	}
+	if prev != nil && prev.seq >= int64(m.Sequence) {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `
+		insert into hub_resources (api_group, version, kind, namespace, name, manifest, content_hash, deleted, event_seq, event_id)
+		values ($1, $2, $3, $4, $5, 'null', '', true, $6, $7)
+		on conflict (api_group, version, kind, namespace, name) do update set
+			deleted = true, event_seq = excluded.event_seq, event_id = excluded.event_id, updated_at = now()
+		where hub_resources.event_seq < excluded.event_seq`,
+		id.Group, id.Version, id.Kind, id.Namespace, id.Name, int64(m.Sequence), ev.ID()); err != nil {
+		return fmt.Errorf("delete hub resource %s %s: %w", id.Kind, id.Name, err)
+	}
+	if prev == nil || prev.deleted {
+		return nil // it was not in the hub store
+	}
+	return r.hubChanged(ctx, tx, now)
+}
+
+// hubRow is what the handlers need of a stored hub object.
+type hubRow struct {
+	hash    string
+	deleted bool
+	seq     int64
+}
+
+// lockHubRow reads and locks an object's row; nil when there is none.
+func lockHubRow(ctx context.Context, tx pgx.Tx, id api.ResourceIdentifier) (*hubRow, error) {
+	var h hubRow
+	err := tx.QueryRow(ctx, `
+		select content_hash, deleted, event_seq from hub_resources
+		where api_group = $1 and version = $2 and kind = $3 and namespace = $4 and name = $5
+		for update`, id.Group, id.Version, id.Kind, id.Namespace, id.Name).Scan(&h.hash, &h.deleted, &h.seq)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read hub resource %s %s: %w", id.Kind, id.Name, err)
+	}
+	return &h, nil
+}
+
+// hubChanged opens the coalescing window of every live placement that has
+// none open: their selections are evaluated when it ends. Placements whose
+// window is open already are not touched, so a burst costs one update per
+// placement. Rows are locked in name order, so concurrent handlers cannot
+// deadlock.
+func (r *rollout) hubChanged(ctx context.Context, tx pgx.Tx, now time.Time) error {
+	rows, err := tx.Query(ctx, `
+		select name from rollout_placements
+		where not deleted and spec is not null and snapshot_due_at is null
+		order by name for update`)
+	if err != nil {
+		return fmt.Errorf("find placements to re-select: %w", err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("find placements to re-select: %w", err)
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `update rollout_placements set snapshot_due_at = $2 where name = any($1)`,
+		names, now.Add(r.window)); err != nil {
+		return fmt.Errorf("schedule re-selection: %w", err)
+	}
+	return nil
+}
+
+// hubStore is the hub store as selection.Store, read in a transaction.
+type hubStore struct {
+	tx pgx.Tx
+}
+
+func (s hubStore) ByKind(ctx context.Context, group, version, kind, name string) ([]selection.Object, error) {
+	q := `select manifest from hub_resources where api_group = $1 and version = $2 and kind = $3 and not deleted`
+	args := []any{group, version, kind}
+	if name != "" {
+		q += ` and name = $4`
+		args = append(args, name)
+	}
+	return s.query(ctx, q, args...)
+}
+
+func (s hubStore) InNamespace(ctx context.Context, namespace string) ([]selection.Object, error) {
+	return s.query(ctx, `select manifest from hub_resources where namespace = $1 and not deleted`, namespace)
+}
+
+func (s hubStore) query(ctx context.Context, q string, args ...any) ([]selection.Object, error) {
+	rows, err := s.tx.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read hub store: %w", err)
+	}
+	manifests, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
+	if err != nil {
+		return nil, fmt.Errorf("read hub store: %w", err)
+	}
+	out := make([]selection.Object, 0, len(manifests))
+	for _, m := range manifests {
+		o, err := selection.NewObject(m)
+		if err != nil {
+			return nil, fmt.Errorf("read hub store: %w", err)
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}

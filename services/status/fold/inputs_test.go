@@ -1,0 +1,147 @@
+package fold_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/flotilla-dev/flotilla/events"
+	"github.com/flotilla-dev/flotilla/events/api"
+	"github.com/flotilla-dev/flotilla/services/status/fold"
+)
+
+// Generations count as the scheduler counts them, so that decisions, rollout
+// progress and reports compare with the placement's generation.
+func TestGenerationCounting(t *testing.T) {
+	var in fold.Inputs
+	steps := []struct {
+		name    string
+		apply   func() (bool, error)
+		wantGen int64
+		wantStr int64
+	}{
+		{"created", func() (bool, error) { return in.Upsert(placement(api.WhenToTakeOverTypeNever), t0) }, 1, 1},
+		{"same spec again", func() (bool, error) { return in.Upsert(placement(api.WhenToTakeOverTypeNever), t0) }, 1, 1},
+		{"defaults written out change nothing", func() (bool, error) {
+			crp := placement(api.WhenToTakeOverTypeNever)
+			api.SetDefaults(&crp)
+			return in.Upsert(crp, t0)
+		}, 1, 1},
+		{"labels only", func() (bool, error) {
+			crp := placement(api.WhenToTakeOverTypeNever)
+			crp.Labels = map[string]string{"team": "web"}
+			return in.Upsert(crp, t0)
+		}, 1, 1},
+		{"strategy change", func() (bool, error) { return in.Upsert(placement(api.WhenToTakeOverTypeIfNoDiff), t0) }, 2, 2},
+		{"policy-side change", func() (bool, error) {
+			crp := placement(api.WhenToTakeOverTypeIfNoDiff)
+			crp.Spec.RevisionHistoryLimit = new(int32(2))
+			return in.Upsert(crp, t0)
+		}, 3, 2},
+		{"deleted", func() (bool, error) { return in.Delete(t0), nil }, 3, 2},
+		{"re-created with the same spec", func() (bool, error) {
+			crp := placement(api.WhenToTakeOverTypeIfNoDiff)
+			crp.Spec.RevisionHistoryLimit = new(int32(2))
+			return in.Upsert(crp, t0.Add(time.Hour))
+		}, 4, 4},
+	}
+	for _, s := range steps {
+		if _, err := s.apply(); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		if in.Generation() != s.wantGen || in.StrategyGeneration != s.wantStr {
+			t.Errorf("%s: generation %d, strategy generation %d; want %d, %d", s.name, in.Generation(), in.StrategyGeneration, s.wantGen, s.wantStr)
+		}
+	}
+	if !in.Placement.CreationTimestamp.Time.Equal(t0.Add(time.Hour)) || in.Placement.DeletionTimestamp != nil {
+		t.Errorf("re-created placement: created %v, deleted %v", in.Placement.CreationTimestamp, in.Placement.DeletionTimestamp)
+	}
+	if in.Placement.APIVersion != fold.PlacementAPIVersion || in.Placement.Kind != fold.PlacementKind {
+		t.Errorf("type meta = %+v", in.Placement.TypeMeta)
+	}
+	if in.Placement.Spec.Strategy.RollingUpdate == nil || in.Placement.Spec.RevisionHistoryLimit == nil {
+		t.Errorf("spec not defaulted: %+v", in.Placement.Spec)
+	}
+}
+
+func TestPlacementTypeIsImmutable(t *testing.T) {
+	var in fold.Inputs
+	if _, err := in.Upsert(placement(api.WhenToTakeOverTypeNever), t0); err != nil {
+		t.Fatal(err)
+	}
+	crp := placement(api.WhenToTakeOverTypeNever)
+	crp.Spec.Policy = &api.PlacementPolicy{PlacementType: api.PickNPlacementType, NumberOfClusters: new(int32(1))}
+	if _, err := in.Upsert(crp, t0); !errors.Is(err, fold.ErrImmutable) {
+		t.Fatalf("changing the placement type: err = %v, want ErrImmutable", err)
+	}
+	if in.Generation() != 1 || in.Placement.Spec.EffectivePlacementType() != api.PickAllPlacementType {
+		t.Errorf("the refused update changed the placement: generation %d", in.Generation())
+	}
+	// After a delete the name may come back with another type.
+	in.Delete(t0)
+	if _, err := in.Upsert(crp, t0); err != nil {
+		t.Fatalf("re-creating with another type: %v", err)
+	}
+}
+
+// Events redelivered out of order do not undo newer ones.
+func TestOlderEventsAreIgnored(t *testing.T) {
+	var in fold.Inputs
+	if !in.ApplyDecision(&events.PlacementScheduled{Placement: "p", Generation: 2}) {
+		t.Error("first decision ignored")
+	}
+	if in.ApplyDecision(&events.PlacementScheduled{Placement: "p", Generation: 1}) {
+		t.Error("a decision for an older generation replaced a newer one")
+	}
+	if !in.ApplyDecision(&events.PlacementScheduled{Placement: "p", Generation: 2, Fulfilled: true}) {
+		t.Error("a new decision for the same generation (a member joined) was ignored")
+	}
+
+	in.ApplySnapshot(&events.SnapshotCreated{Index: 3})
+	if in.ApplySnapshot(&events.SnapshotCreated{Index: 2}) || in.Snapshot.Index != 3 {
+		t.Error("an older snapshot replaced a newer one")
+	}
+
+	in.ApplyRollout(&events.RolloutProgressed{Generation: 2, ResourceIndex: 3})
+	if in.ApplyRollout(&events.RolloutProgressed{Generation: 2, ResourceIndex: 2}) || in.ApplyRollout(&events.RolloutProgressed{Generation: 1, ResourceIndex: 4}) {
+		t.Error("older rollout progress replaced newer progress")
+	}
+
+	in.ApplyReport(&events.WorkReported{Cluster: "m1", ObservedAt: t0.Add(time.Minute)})
+	if in.ApplyReport(&events.WorkReported{Cluster: "m1", ObservedAt: t0}) {
+		t.Error("an older report replaced a newer one")
+	}
+	if in.ApplyReport(&events.WorkReported{Cluster: "m1", Deleted: true, ObservedAt: t0}) {
+		t.Error("an older tombstone report removed a newer report")
+	}
+	if !in.ApplyReport(&events.WorkReported{Cluster: "m1", Deleted: true, ObservedAt: t0.Add(2 * time.Minute)}) || in.Reports["m1"] != nil {
+		t.Error("a tombstone report did not remove the cluster's report")
+	}
+}
+
+func TestApplyDispatchesPayloads(t *testing.T) {
+	var in fold.Inputs
+	crp := placement(api.WhenToTakeOverTypeNever)
+	for _, p := range []any{
+		&events.PlacementUpserted{Placement: crp},
+		&events.PlacementScheduled{Placement: "web-2-crp", Generation: 1},
+		&events.SnapshotCreated{Placement: "web-2-crp", Index: 1, Hash: "h"},
+		&events.RolloutProgressed{Placement: "web-2-crp", Generation: 1, ResourceIndex: 1},
+		&events.WorkReported{Cluster: "m1", Placement: "web-2-crp", ObservedAt: t0},
+		&events.PlacementDeleted{Name: "web-2-crp"},
+	} {
+		changed, err := in.Apply(p, t0)
+		if err != nil || !changed {
+			t.Errorf("Apply(%T) = %v, %v; want a change", p, changed, err)
+		}
+	}
+	if changed, _ := in.Apply(&events.HubResourceDeleted{}, t0); changed {
+		t.Error("a hub resource event changed a placement's inputs")
+	}
+	if changed, _ := in.Apply(&events.PlacementUpserted{Placement: crp}, t0); !changed || in.Deleted || in.Generation() != 2 {
+		t.Errorf("re-creation: changed %v, deleted %v, generation %d", changed, in.Deleted, in.Generation())
+	}
+	if changed, _ := in.Apply(&events.PlacementUpserted{Placement: crp}, t0); changed {
+		t.Error("the same placement again counts as a change")
+	}
+}

@@ -1,0 +1,276 @@
+package status_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/flotilla-dev/flotilla/events"
+	"github.com/flotilla-dev/flotilla/events/api"
+	"github.com/flotilla-dev/flotilla/events/bus"
+	"github.com/flotilla-dev/flotilla/harness/natsserver"
+	"github.com/flotilla-dev/flotilla/harness/postgres"
+	"github.com/flotilla-dev/flotilla/services/status"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata")
+
+func TestMain(m *testing.M) { os.Exit(postgres.RunMain(m)) }
+
+// t0 is when the test's story happens; events carry times from here on.
+var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+
+type fixture struct {
+	t    testing.TB
+	url  string
+	db   string
+	nc   *nats.Conn
+	js   jetstream.JetStream
+	pool *pgxpool.Pool
+
+	mu      sync.Mutex
+	changes []events.PlacementStatusChanged
+}
+
+func newFixture(t testing.TB) *fixture {
+	t.Helper()
+	srv, nc := natsserver.StartT(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bus.EnsureTopology(t.Context(), js, bus.TopologyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	db := postgres.NewTestDB(t)
+	pool, err := pgxpool.New(t.Context(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	f := &fixture{t: t, url: srv.URL(), db: db, nc: nc, js: js, pool: pool}
+	f.watchStatus()
+	return f
+}
+
+// startStatus runs the status service until the test ends; its clock for
+// member health is now.
+func (f *fixture) startStatus(now time.Time) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	log := slog.New(slog.NewTextHandler(f.t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
+	go func() {
+		done <- status.Run(ctx, status.Config{NATSURL: f.url, DatabaseURL: f.db, Logger: log,
+			Now: func() time.Time { return now }})
+	}()
+	f.t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			f.t.Errorf("status: %v", err)
+		}
+	})
+	// Queries are answered once the service is up.
+	f.eventually("the query service answers", func() error {
+		_, err := f.nc.Request("$SRV.PING."+events.QueryService, nil, time.Second)
+		return err
+	})
+}
+
+// watchStatus collects every PlacementStatusChanged the service publishes.
+func (f *fixture) watchStatus() {
+	cons, err := f.js.OrderedConsumer(f.t.Context(), bus.StreamEvents, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{bus.SubjectsStatus}})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		ev, err := bus.DecodeJetStream(m)
+		if err != nil {
+			f.t.Errorf("decode status event: %v", err)
+			return
+		}
+		c, err := events.DecodeAs[events.PlacementStatusChanged](ev)
+		if err != nil {
+			f.t.Errorf("decode status event: %v", err)
+			return
+		}
+		f.mu.Lock()
+		f.changes = append(f.changes, *c)
+		f.mu.Unlock()
+	})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(cc.Stop)
+}
+
+func (f *fixture) statusChanges() []events.PlacementStatusChanged {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]events.PlacementStatusChanged(nil), f.changes...)
+}
+
+// event builds an event with a deterministic id and time.
+func (f *fixture) event(typ, id string, at time.Time, payload any) cloudevents.Event {
+	f.t.Helper()
+	ev, err := events.New(typ, "/flotilla/test", "", id, payload)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	ev.SetTime(at)
+	return ev
+}
+
+// publish stores ev on subject through the bus, as a producer would.
+func (f *fixture) publish(subject string, ev cloudevents.Event) {
+	f.t.Helper()
+	if _, err := bus.NewPublisher(f.js).Publish(f.t.Context(), subject, ev); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// redeliver stores a second copy of ev past the bus's duplicate detection,
+// as when a producer retries after the duplicate window: the consumer sees
+// the same event id twice.
+func (f *fixture) redeliver(subject string, ev cloudevents.Event) {
+	f.t.Helper()
+	msg, err := bus.Encode(ev, subject)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if _, err := f.js.PublishMsg(f.t.Context(), msg, jetstream.WithMsgID(ev.ID()+"-again")); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fixture) eventually(what string, check func() error) {
+	f.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("%s: still not so after a minute: %v", what, err)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+// handled waits until the status service has handled the event with this id.
+func (f *fixture) handled(id string) {
+	f.t.Helper()
+	f.eventually("event "+id+" handled", func() error {
+		var n int
+		if err := f.pool.QueryRow(f.t.Context(), `select count(*) from inbox where consumer = 'status' and event_id = $1`, id).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+}
+
+// query asks the status service over NATS and decodes the reply.
+func query[R any](f *fixture, endpoint string, q any) (events.QueryReply[R], micro.Headers) {
+	f.t.Helper()
+	data, err := json.Marshal(q)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	msg, err := f.nc.Request(events.QuerySubjectPrefix+endpoint, data, 10*time.Second)
+	if err != nil {
+		f.t.Fatalf("query %s: %v", endpoint, err)
+	}
+	var reply events.QueryReply[R]
+	if err := json.Unmarshal(msg.Data, &reply); err != nil {
+		f.t.Fatalf("query %s: reply %s: %v", endpoint, msg.Data, err)
+	}
+	return reply, micro.Headers(msg.Header)
+}
+
+// golden compares got with testdata/name, or rewrites it with -update.
+func golden(t *testing.T, name string, got any) {
+	t.Helper()
+	data, err := json.MarshalIndent(got, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data = append(data, '\n')
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if string(want) != string(data) {
+		t.Errorf("%s differs from the golden file (run with -update after checking):\n got %s\nwant %s", name, data, want)
+	}
+}
+
+// Seed 000's placement and members.
+
+func webPlacement(mode api.WhenToTakeOverType) api.ClusterResourcePlacement {
+	return api.ClusterResourcePlacement{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "placement.kubernetes-fleet.io/v1beta1", Kind: "ClusterResourcePlacement"},
+		ObjectMeta: metav1.ObjectMeta{Name: "web-2-crp", Labels: map[string]string{"team": "web"}},
+		Spec: api.PlacementSpec{
+			ResourceSelectors: []api.ClusterResourceSelector{{Group: "", Version: "v1", Kind: "Namespace",
+				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web-2"}}}},
+			Policy: &api.PlacementPolicy{PlacementType: api.PickAllPlacementType},
+			Strategy: api.RolloutStrategy{
+				Type:          api.RollingUpdateRolloutStrategyType,
+				ApplyStrategy: &api.ApplyStrategy{WhenToTakeOver: mode},
+			},
+		},
+	}
+}
+
+func memberCluster(name string) api.MemberCluster {
+	return api.MemberCluster{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "cluster.kubernetes-fleet.io/v1beta1", Kind: "MemberCluster"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"env": "prod"}},
+		Spec:       api.MemberClusterSpec{HeartbeatPeriodSeconds: 60},
+	}
+}
+
+func subject(s string, err error) string {
+	if err != nil {
+		panic(fmt.Sprintf("subject: %v", err))
+	}
+	return s
+}
+
+func mustMarshal(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

@@ -1,0 +1,223 @@
+package status
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/flotilla-dev/flotilla/events"
+	"github.com/flotilla-dev/flotilla/events/api"
+	"github.com/flotilla-dev/flotilla/events/bus"
+	"github.com/flotilla-dev/flotilla/events/outbox"
+	"github.com/flotilla-dev/flotilla/services/status/fold"
+)
+
+// stored is a placement's fold inputs and status as stored.
+type stored struct {
+	in     fold.Inputs
+	status api.PlacementStatus
+}
+
+// foldPlacement applies one event to a placement's inputs and, when the
+// placement's status changes, stores it with its transitions and enqueues
+// PlacementStatusChanged. The placement's row stays locked until commit, so
+// replicas fold one placement's events one at a time.
+func (s *Service) foldPlacement(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, name string, payload any, at time.Time) error {
+	st, err := loadPlacement(ctx, tx, name)
+	if err != nil {
+		return err
+	}
+	before := st.in.Placement
+	changed, err := st.in.Apply(payload, at)
+	if errors.Is(err, fold.ErrImmutable) {
+		// The scheduler dead-letters it; the audit log has it.
+		s.log.Warn("placement update refused", "id", ev.ID(), "err", err)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("fold %s into %s: %w", ev.ID(), name, err)
+	}
+	if !changed {
+		return nil
+	}
+	if err := saveInputs(ctx, tx, ev, name, &st.in, payload); err != nil {
+		return err
+	}
+	if st.in.Placement == nil {
+		return nil // the placement is not known yet: nothing to show
+	}
+	if _, deleted := payload.(*events.PlacementDeleted); deleted {
+		// The last status stays for history; watchers see the deletion.
+		return s.emit(ctx, tx, ev, name, st.in.Placement, st.status)
+	}
+	if st.in.Deleted {
+		return nil
+	}
+
+	next := fold.Status(&st.in, st.status, at)
+	newGeneration := before == nil || before.Generation != st.in.Placement.Generation
+	if !newGeneration && sameJSON(st.status, next) {
+		return nil
+	}
+	raw, err := json.Marshal(next)
+	if err != nil {
+		return fmt.Errorf("encode status of %s: %w", name, err)
+	}
+	gen := st.in.Generation()
+	batch := &pgx.Batch{}
+	batch.Queue(`
+		insert into placement_status (placement, status, observed_generation, updated_at)
+		values ($1, $2, $3, $4)
+		on conflict (placement) do update set status = excluded.status,
+			observed_generation = excluded.observed_generation, updated_at = excluded.updated_at`,
+		name, raw, gen, at)
+	for _, t := range fold.Transitions(st.status, next) {
+		var cluster *string
+		if t.Cluster != "" {
+			cluster = &t.Cluster
+		}
+		c := t.Condition
+		batch.Queue(`
+			insert into placement_status_transitions
+				(placement, cluster, condition_type, status, reason, message, observed_generation, event_id, at)
+			values ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+			name, cluster, c.Type, string(c.Status), c.Reason, c.Message, c.ObservedGeneration, ev.ID(), at)
+	}
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return fmt.Errorf("store status of %s: %w", name, err)
+	}
+	return s.emit(ctx, tx, ev, name, st.in.Placement, next)
+}
+
+// emit enqueues PlacementStatusChanged with the placement and its status. Its
+// id derives from the consumed event's, so a retried handler emits the same event.
+func (s *Service) emit(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, name string, crp *api.ClusterResourcePlacement, st api.PlacementStatus) error {
+	out := *crp
+	out.Status = st
+	subject, err := events.StatusSubject(name)
+	if err != nil {
+		return bus.Permanent(err)
+	}
+	e, err := events.New(events.TypePlacementStatusChanged, s.source, name, events.ID("status", name, ev.ID()),
+		events.PlacementStatusChanged{Placement: out})
+	if err != nil {
+		return fmt.Errorf("status event for %s: %w", name, err)
+	}
+	return outbox.Enqueue(ctx, tx, subject, e)
+}
+
+// loadPlacement reads and locks a placement's inputs and current status,
+// creating its row if this is the first event about it.
+func loadPlacement(ctx context.Context, tx pgx.Tx, name string) (*stored, error) {
+	const query = `
+		select p.placement, p.strategy_generation, p.deleted, p.decision, p.snapshot, p.rollout, s.status,
+			(select coalesce(jsonb_agg(r.report), '[]') from status_reports r where r.placement = p.name)
+		from status_placements p left join placement_status s on s.placement = p.name
+		where p.name = $1
+		for update of p`
+	var (
+		st                                                      stored
+		placement, decision, snapshot, rollout, status, reports []byte
+	)
+	scan := func() error {
+		return tx.QueryRow(ctx, query, name).Scan(&placement, &st.in.StrategyGeneration, &st.in.Deleted,
+			&decision, &snapshot, &rollout, &status, &reports)
+	}
+	err := scan()
+	if errors.Is(err, pgx.ErrNoRows) {
+		if _, err := tx.Exec(ctx, `insert into status_placements (name) values ($1) on conflict do nothing`, name); err != nil {
+			return nil, fmt.Errorf("create status row of %s: %w", name, err)
+		}
+		err = scan()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load status inputs of %s: %w", name, err)
+	}
+	var list []*events.WorkReported
+	for _, f := range []struct {
+		raw  []byte
+		into any
+	}{
+		{placement, &st.in.Placement}, {decision, &st.in.Decision}, {snapshot, &st.in.Snapshot},
+		{rollout, &st.in.Rollout}, {status, &st.status}, {reports, &list},
+	} {
+		if len(f.raw) == 0 {
+			continue
+		}
+		if err := json.Unmarshal(f.raw, f.into); err != nil {
+			return nil, fmt.Errorf("load status inputs of %s: %w", name, err)
+		}
+	}
+	for _, r := range list {
+		if st.in.Reports == nil {
+			st.in.Reports = map[string]*events.WorkReported{}
+		}
+		st.in.Reports[r.Cluster] = r
+	}
+	return &st, nil
+}
+
+// saveInputs stores the inputs the payload changed.
+func saveInputs(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, name string, in *fold.Inputs, payload any) error {
+	if r, ok := payload.(*events.WorkReported); ok {
+		stored := in.Reports[r.Cluster]
+		if stored == nil {
+			if _, err := tx.Exec(ctx, `delete from status_reports where placement = $1 and cluster = $2`, name, r.Cluster); err != nil {
+				return fmt.Errorf("delete report of %s on %s: %w", name, r.Cluster, err)
+			}
+			return nil
+		}
+		args, err := jsonArgs(stored)
+		if err == nil {
+			_, err = tx.Exec(ctx, `
+				insert into status_reports (placement, cluster, report, observed_at, event_id)
+				values ($1, $2, $3, $4, $5)
+				on conflict (placement, cluster) do update set report = excluded.report,
+					observed_at = excluded.observed_at, event_id = excluded.event_id`,
+				name, r.Cluster, args[0], stored.ObservedAt, ev.ID())
+		}
+		if err != nil {
+			return fmt.Errorf("store report of %s on %s: %w", name, r.Cluster, err)
+		}
+		return nil
+	}
+	args, err := jsonArgs(in.Placement, in.Decision, in.Snapshot, in.Rollout)
+	if err == nil {
+		_, err = tx.Exec(ctx, `
+			update status_placements set placement = $2, generation = $3, strategy_generation = $4, deleted = $5,
+				decision = $6, snapshot = $7, rollout = $8, event_id = $9, updated_at = now()
+			where name = $1`,
+			name, args[0], in.Generation(), in.StrategyGeneration, in.Deleted, args[1], args[2], args[3], ev.ID())
+	}
+	if err != nil {
+		return fmt.Errorf("store status inputs of %s: %w", name, err)
+	}
+	return nil
+}
+
+// jsonArgs encodes values for jsonb columns: SQL NULL for a nil pointer.
+func jsonArgs(vs ...any) ([]any, error) {
+	out := make([]any, len(vs))
+	for i, v := range vs {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("encode %T: %w", v, err)
+		}
+		if !bytes.Equal(b, []byte("null")) {
+			out[i] = b
+		}
+	}
+	return out, nil
+}
+
+func sameJSON(a, b any) bool {
+	x, err1 := json.Marshal(a)
+	y, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && bytes.Equal(x, y)
+}

@@ -1,0 +1,391 @@
+package status
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/flotilla-dev/flotilla/events"
+	"github.com/flotilla-dev/flotilla/events/api"
+	"github.com/flotilla-dev/flotilla/services/status/fold"
+)
+
+// QueryVersion is the version the query service announces.
+const QueryVersion = "1.0.0"
+
+// queryTimeout bounds one query's database work.
+const queryTimeout = 10 * time.Second
+
+// Query limits.
+const (
+	DefaultTakeoverLimit = 100
+	MaxTakeoverLimit     = 10000
+	// maxTransitions bounds the status transitions a history reply carries
+	// (the newest ones).
+	maxTransitions = 1000
+)
+
+// Error codes of error replies (in the micro error headers).
+const (
+	codeBadRequest = "400"
+	codeNotFound   = "404"
+	codeInternal   = "500"
+)
+
+// errNotFound marks a query for a name that does not exist.
+var errNotFound = errors.New("not found")
+
+// badRequest marks a query that cannot be answered as asked.
+type badRequest struct{ err error }
+
+func (e badRequest) Error() string { return e.err.Error() }
+
+// serveQueries answers queries (events.QueryService) until ctx ends. Each
+// endpoint listens on events.QuerySubjectPrefix + its name, in micro's
+// default queue group, so replicas share the load.
+func (s *Service) serveQueries(ctx context.Context, nc *nats.Conn) error {
+	svc, err := micro.AddService(nc, micro.Config{
+		Name:        events.QueryService,
+		Version:     QueryVersion,
+		Description: "Flotilla placement and member status, history and takeover decisions",
+	})
+	if err != nil {
+		return fmt.Errorf("start query service: %w", err)
+	}
+	endpoints := []struct {
+		name    string
+		handler micro.Handler
+	}{
+		{events.QueryGetPlacement, endpoint(ctx, s, (*Service).getPlacement)},
+		{events.QueryListPlacements, endpoint(ctx, s, (*Service).listPlacements)},
+		{events.QueryGetMember, endpoint(ctx, s, (*Service).getMember)},
+		{events.QueryListMembers, endpoint(ctx, s, (*Service).listMembers)},
+		{events.QueryHistory, endpoint(ctx, s, (*Service).history)},
+		{events.QueryTakeovers, endpoint(ctx, s, (*Service).takeovers)},
+	}
+	for _, e := range endpoints {
+		// micro endpoint names allow no dots; the subject keeps the contract's name.
+		name := strings.ReplaceAll(e.name, ".", "-")
+		if err := svc.AddEndpoint(name, e.handler, micro.WithEndpointSubject(events.QuerySubjectPrefix+e.name)); err != nil {
+			_ = svc.Stop()
+			return fmt.Errorf("start query endpoint %s: %w", e.name, err)
+		}
+	}
+	s.log.Info("answering queries", "service", events.QueryService, "subjects", events.QuerySubjectPrefix+">")
+	<-ctx.Done()
+	if err := svc.Stop(); err != nil {
+		return fmt.Errorf("stop query service: %w", err)
+	}
+	return nil
+}
+
+// endpoint adapts a typed query function to a micro handler: it decodes the
+// request (an empty body is the zero query) and wraps the answer in an
+// events.QueryReply; an error reply also sets micro's error headers.
+func endpoint[Q, R any](ctx context.Context, s *Service, fn func(*Service, context.Context, Q) (R, error)) micro.Handler {
+	return micro.HandlerFunc(func(req micro.Request) {
+		var (
+			q      Q
+			result R
+			err    error
+		)
+		if data := req.Data(); len(strings.TrimSpace(string(data))) > 0 {
+			if jerr := json.Unmarshal(data, &q); jerr != nil {
+				err = badRequest{fmt.Errorf("the query is not valid JSON for %T: %v", q, jerr)}
+			}
+		}
+		if err == nil {
+			qctx, cancel := context.WithTimeout(ctx, queryTimeout)
+			result, err = fn(s, qctx, q)
+			cancel()
+		}
+		if err == nil {
+			if rerr := req.RespondJSON(events.QueryReply[R]{Result: result}); rerr != nil {
+				s.log.Warn("query reply failed", "subject", req.Subject(), "err", rerr)
+			}
+			return
+		}
+		reply := events.QueryReply[R]{Error: err.Error()}
+		code := codeInternal
+		var bad badRequest
+		switch {
+		case errors.Is(err, errNotFound):
+			code, reply.NotFound = codeNotFound, true
+		case errors.As(err, &bad):
+			code = codeBadRequest
+		default:
+			s.log.Error("query failed", "subject", req.Subject(), "err", err)
+		}
+		data, _ := json.Marshal(reply)
+		if rerr := req.Error(code, err.Error(), data); rerr != nil {
+			s.log.Warn("query reply failed", "subject", req.Subject(), "err", rerr)
+		}
+	})
+}
+
+func requireName(q events.NameQuery) error {
+	if q.Name == "" {
+		return badRequest{errors.New("a name is required")}
+	}
+	return nil
+}
+
+func selector(q events.ListQuery) (labels.Selector, error) {
+	if q.LabelSelector == "" {
+		return labels.Everything(), nil
+	}
+	sel, err := labels.Parse(q.LabelSelector)
+	if err != nil {
+		return nil, badRequest{fmt.Errorf("label selector %q: %w", q.LabelSelector, err)}
+	}
+	return sel, nil
+}
+
+// placementQuery selects live placements with their status.
+const placementQuery = `
+	select p.placement, s.status
+	from status_placements p left join placement_status s on s.placement = p.name
+	where p.placement is not null and not p.deleted`
+
+func scanPlacement(row pgx.CollectableRow) (api.ClusterResourcePlacement, error) {
+	var (
+		crp               api.ClusterResourcePlacement
+		placement, status []byte
+	)
+	if err := row.Scan(&placement, &status); err != nil {
+		return crp, err
+	}
+	if err := json.Unmarshal(placement, &crp); err != nil {
+		return crp, err
+	}
+	if len(status) > 0 {
+		if err := json.Unmarshal(status, &crp.Status); err != nil {
+			return crp, err
+		}
+	}
+	return crp, nil
+}
+
+func (s *Service) getPlacement(ctx context.Context, q events.NameQuery) (api.ClusterResourcePlacement, error) {
+	if err := requireName(q); err != nil {
+		return api.ClusterResourcePlacement{}, err
+	}
+	rows, err := s.pool.Query(ctx, placementQuery+` and p.name = $1`, q.Name)
+	if err != nil {
+		return api.ClusterResourcePlacement{}, fmt.Errorf("get placement %s: %w", q.Name, err)
+	}
+	crp, err := pgx.CollectExactlyOneRow(rows, scanPlacement)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return crp, fmt.Errorf("clusterresourceplacement %q %w", q.Name, errNotFound)
+	}
+	if err != nil {
+		return crp, fmt.Errorf("get placement %s: %w", q.Name, err)
+	}
+	return crp, nil
+}
+
+func (s *Service) listPlacements(ctx context.Context, q events.ListQuery) ([]api.ClusterResourcePlacement, error) {
+	sel, err := selector(q)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, placementQuery+` order by p.name`)
+	if err != nil {
+		return nil, fmt.Errorf("list placements: %w", err)
+	}
+	all, err := pgx.CollectRows(rows, scanPlacement)
+	if err != nil {
+		return nil, fmt.Errorf("list placements: %w", err)
+	}
+	out := []api.ClusterResourcePlacement{}
+	for _, crp := range all {
+		if sel.Matches(labels.Set(crp.Labels)) {
+			out = append(out, crp)
+		}
+	}
+	return out, nil
+}
+
+func (s *Service) scanMember(row pgx.CollectableRow) (api.MemberCluster, error) {
+	var (
+		raw []byte
+		m   fold.MemberInputs
+	)
+	if err := row.Scan(&raw); err != nil {
+		return api.MemberCluster{}, err
+	}
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return api.MemberCluster{}, err
+	}
+	return fold.Member(&m, s.now()), nil
+}
+
+func (s *Service) getMember(ctx context.Context, q events.NameQuery) (api.MemberCluster, error) {
+	if err := requireName(q); err != nil {
+		return api.MemberCluster{}, err
+	}
+	rows, err := s.pool.Query(ctx, `select inputs from status_members where name = $1`, q.Name)
+	if err != nil {
+		return api.MemberCluster{}, fmt.Errorf("get member %s: %w", q.Name, err)
+	}
+	mc, err := pgx.CollectExactlyOneRow(rows, s.scanMember)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return mc, fmt.Errorf("membercluster %q %w", q.Name, errNotFound)
+	}
+	if err != nil {
+		return mc, fmt.Errorf("get member %s: %w", q.Name, err)
+	}
+	return mc, nil
+}
+
+func (s *Service) listMembers(ctx context.Context, q events.ListQuery) ([]api.MemberCluster, error) {
+	sel, err := selector(q)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `select inputs from status_members order by name`)
+	if err != nil {
+		return nil, fmt.Errorf("list members: %w", err)
+	}
+	all, err := pgx.CollectRows(rows, s.scanMember)
+	if err != nil {
+		return nil, fmt.Errorf("list members: %w", err)
+	}
+	out := []api.MemberCluster{}
+	for _, mc := range all {
+		if sel.Matches(labels.Set(mc.Labels)) {
+			out = append(out, mc)
+		}
+	}
+	return out, nil
+}
+
+// history answers fleetctl history: the placement's revisions (from the
+// snapshot events), its scheduling decisions (the scheduler's history) and
+// its condition transitions, oldest first. A deleted placement keeps its history.
+func (s *Service) history(ctx context.Context, q events.NameQuery) (events.PlacementHistory, error) {
+	h := events.PlacementHistory{Placement: q.Name, Snapshots: []events.SnapshotRecord{}, Decisions: []events.DecisionRecord{}}
+	if err := requireName(q); err != nil {
+		return h, err
+	}
+	var known bool
+	if err := s.pool.QueryRow(ctx, `select exists (select 1 from status_placements where name = $1 and placement is not null)`,
+		q.Name).Scan(&known); err != nil {
+		return h, fmt.Errorf("history of %s: %w", q.Name, err)
+	}
+	if !known {
+		return h, fmt.Errorf("clusterresourceplacement %q %w", q.Name, errNotFound)
+	}
+
+	rows, err := s.pool.Query(ctx, `
+		select distinct on (revision) revision, content_hash, selected_resources, created_at
+		from placement_revisions where placement = $1
+		order by revision, created_at`, q.Name)
+	if err != nil {
+		return h, fmt.Errorf("history of %s: revisions: %w", q.Name, err)
+	}
+	h.Snapshots, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (events.SnapshotRecord, error) {
+		var (
+			r   events.SnapshotRecord
+			raw []byte
+		)
+		if err := row.Scan(&r.Index, &r.Hash, &raw, &r.CreatedAt); err != nil {
+			return r, err
+		}
+		return r, json.Unmarshal(raw, &r.Resources)
+	})
+	if err != nil {
+		return h, fmt.Errorf("history of %s: revisions: %w", q.Name, err)
+	}
+
+	rows, err = s.pool.Query(ctx, `
+		select policy_generation, cluster, action, affinity_score, topology_spread_score, reason, decided_at
+		from scheduling_decisions where placement = $1
+		order by decided_at, id`, q.Name)
+	if err != nil {
+		return h, fmt.Errorf("history of %s: decisions: %w", q.Name, err)
+	}
+	h.Decisions, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (events.DecisionRecord, error) {
+		var r events.DecisionRecord
+		err := row.Scan(&r.PolicyGeneration, &r.Cluster, &r.Action, &r.AffinityScore, &r.TopologySpreadScore, &r.Reason, &r.DecidedAt)
+		return r, err
+	})
+	if err != nil {
+		return h, fmt.Errorf("history of %s: decisions: %w", q.Name, err)
+	}
+
+	rows, err = s.pool.Query(ctx, `
+		select coalesce(cluster, ''), condition_type, status, reason, message, at
+		from (select * from placement_status_transitions where placement = $1 order by at desc, id desc limit $2) t
+		order by at, id`, q.Name, maxTransitions)
+	if err != nil {
+		return h, fmt.Errorf("history of %s: transitions: %w", q.Name, err)
+	}
+	h.Status, err = pgx.CollectRows(rows, pgx.RowToStructByPos[events.ConditionRecord])
+	if err != nil {
+		return h, fmt.Errorf("history of %s: transitions: %w", q.Name, err)
+	}
+	return h, nil
+}
+
+// takeovers lists takeover decisions, newest first.
+func (s *Service) takeovers(ctx context.Context, q events.TakeoverQuery) ([]events.TakeoverRecord, error) {
+	limit := q.Limit
+	switch {
+	case limit < 0:
+		return nil, badRequest{fmt.Errorf("limit %d: must not be negative", limit)}
+	case limit == 0:
+		limit = DefaultTakeoverLimit
+	case limit > MaxTakeoverLimit:
+		limit = MaxTakeoverLimit
+	}
+	rows, err := s.pool.Query(ctx, `
+		select placement, cluster, api_group, version, kind, namespace, name, mode, comparison, outcome, diff_paths, decided_at
+		from takeover_decisions
+		where $1 = '' or placement = $1
+		order by decided_at desc, id desc
+		limit $2`, q.Placement, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list takeovers: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (events.TakeoverRecord, error) {
+		var (
+			r         events.TakeoverRecord
+			mode, cmp string
+			outcome   string
+			diffs     []byte
+		)
+		res := &r.Resource
+		if err := row.Scan(&r.Placement, &r.Cluster, &res.Group, &res.Version, &res.Kind, &res.Namespace, &res.Name,
+			&mode, &cmp, &outcome, &diffs, &r.DecidedAt); err != nil {
+			return r, err
+		}
+		r.Mode, r.Comparison = api.WhenToTakeOverType(mode), api.ComparisonOptionType(cmp)
+		r.Outcome = reportOutcomes[outcome]
+		if r.Outcome == "" {
+			r.Outcome = outcome
+		}
+		if err := json.Unmarshal(diffs, &r.Diffs); err != nil {
+			return r, err
+		}
+		if len(r.Diffs) == 0 {
+			r.Diffs = nil
+		}
+		return r, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list takeovers: %w", err)
+	}
+	if out == nil {
+		out = []events.TakeoverRecord{}
+	}
+	return out, nil
+}

@@ -1,0 +1,171 @@
+// Package status is the status service. It consumes every event on the
+// EVENTS stream: it records each in the audit log, folds scheduling
+// decisions, resource snapshots, rollout progress and apply reports into the
+// Fleet-shaped placement status (package fold), keeps member clusters' status
+// from their joins and heartbeats, stores takeover decisions, drift reports,
+// apply results and every condition transition in PostgreSQL, and publishes
+// PlacementStatusChanged when a placement's status changes. It answers
+// fleetctl's queries over NATS request-reply (see events/query.go).
+package status
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+
+	"github.com/flotilla-dev/flotilla/events"
+	"github.com/flotilla-dev/flotilla/events/bus"
+	"github.com/flotilla-dev/flotilla/events/inbox"
+	"github.com/flotilla-dev/flotilla/events/service"
+)
+
+// Config configures the status service.
+type Config struct {
+	NATSURL     string
+	NATSOptions []nats.Option
+	DatabaseURL string
+	HealthAddr  string
+	Logger      *slog.Logger
+	// Topology tunes the streams and consumers (tests shorten timeouts).
+	Topology bus.TopologyOptions
+	// Now is the clock members' health is judged by when queried; time.Now
+	// by default.
+	Now func() time.Time
+}
+
+// consumer names the status service's durable consumer and its inbox rows.
+const consumer = bus.ConsumerStatus
+
+// Service is a running status service's state.
+type Service struct {
+	pool   *pgxpool.Pool
+	source string
+	log    *slog.Logger
+	now    func() time.Time
+}
+
+// Run runs the status service until ctx ends.
+func Run(ctx context.Context, cfg Config) error {
+	if cfg.DatabaseURL == "" {
+		return errors.New("status: a database URL is required (--database-url or DATABASE_URL)")
+	}
+	env, err := service.Open(ctx, service.Options{
+		Name: "status", NATSURL: cfg.NATSURL, NATSOptions: cfg.NATSOptions,
+		DatabaseURL: cfg.DatabaseURL, HealthAddr: cfg.HealthAddr, Logger: cfg.Logger, Topology: cfg.Topology,
+	})
+	if err != nil {
+		return fmt.Errorf("status: %w", err)
+	}
+	defer env.Close()
+	s := &Service{pool: env.Pool, source: env.Source, log: env.Log, now: cfg.Now}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	return env.Run(ctx,
+		func(ctx context.Context) error {
+			// No validator: the audit log records every event, including types
+			// this build does not know; only known, valid payloads are folded.
+			return bus.Consume(ctx, env.JS, bus.StreamEvents, consumer, s.handle, bus.WithLogger(env.Log))
+		},
+		func(ctx context.Context) error { return s.serveQueries(ctx, env.NC) },
+	)
+}
+
+// handle records one event in the audit log and folds it, all in one
+// transaction with its inbox row: a redelivered event changes nothing.
+func (s *Service) handle(ctx context.Context, ev cloudevents.Event, m bus.Meta) error {
+	payload := s.decode(ev)
+	at := ev.Time()
+	if at.IsZero() {
+		at = m.Time
+	}
+	ran, err := inbox.Handle(ctx, s.pool, consumer, ev, func(ctx context.Context, tx pgx.Tx) error {
+		if err := audit(ctx, tx, ev, at); err != nil {
+			return err
+		}
+		switch p := payload.(type) {
+		case nil:
+			return nil
+		case *events.MemberJoined:
+			return s.foldMember(ctx, tx, ev, p.Member.Name, p, at)
+		case *events.MemberUpdated:
+			return s.foldMember(ctx, tx, ev, p.Member.Name, p, at)
+		case *events.MemberLeft:
+			return s.foldMember(ctx, tx, ev, p.Name, p, at)
+		case *events.MemberHeartbeat:
+			return s.foldMember(ctx, tx, ev, p.Name, p, at)
+		case *events.PlacementUpserted:
+			return s.foldPlacement(ctx, tx, ev, p.Placement.Name, p, at)
+		case *events.PlacementDeleted:
+			return s.foldPlacement(ctx, tx, ev, p.Name, p, at)
+		case *events.PlacementScheduled:
+			return s.foldPlacement(ctx, tx, ev, p.Placement, p, at)
+		case *events.SnapshotCreated:
+			return s.foldPlacement(ctx, tx, ev, p.Placement, p, at)
+		case *events.RolloutProgressed:
+			return s.foldPlacement(ctx, tx, ev, p.Placement, p, at)
+		case *events.WorkReported:
+			if err := s.recordReport(ctx, tx, ev, p); err != nil {
+				return err
+			}
+			return s.foldPlacement(ctx, tx, ev, p.Placement, p, at)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if !ran {
+		s.log.Debug("event already handled", "id", ev.ID(), "type", ev.Type())
+	}
+	return nil
+}
+
+// folded lists the event types the status is folded from.
+var folded = map[string]bool{
+	events.TypeMemberJoined: true, events.TypeMemberUpdated: true, events.TypeMemberLeft: true, events.TypeMemberHeartbeat: true,
+	events.TypePlacementUpserted: true, events.TypePlacementDeleted: true, events.TypePlacementScheduled: true,
+	events.TypeSnapshotCreated: true, events.TypeRolloutProgressed: true, events.TypeWorkReported: true,
+}
+
+// decode returns the payload of an event the status is folded from, or nil
+// for any other event (which is only recorded in the audit log). An invalid
+// payload is recorded and not folded: the consumer it is meant for
+// dead-letters it.
+func (s *Service) decode(ev cloudevents.Event) any {
+	if !folded[ev.Type()] {
+		return nil
+	}
+	p, err := events.Decode(ev)
+	if err != nil {
+		s.log.Warn("event not folded: invalid payload", "id", ev.ID(), "type", ev.Type(), "err", err)
+		return nil
+	}
+	return p
+}
+
+// audit records ev in the audit log. Data that is not JSON is recorded
+// without its payload.
+func audit(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, at time.Time) error {
+	var payload []byte
+	if data := ev.Data(); json.Valid(data) {
+		payload = data
+	}
+	_, err := tx.Exec(ctx, `
+		insert into audit_log (event_id, type, source, subject, time, payload)
+		values ($1, $2, $3, $4, $5, $6)
+		on conflict (event_id) do nothing`,
+		ev.ID(), ev.Type(), ev.Source(), ev.Subject(), at, payload)
+	if err != nil {
+		return fmt.Errorf("audit %s: %w", ev.ID(), err)
+	}
+	return nil
+}
