@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
@@ -106,7 +106,7 @@ func examples() map[string]any {
 		events.TypePlacementStatusChanged: events.PlacementStatusChanged{Placement: api.ClusterResourcePlacement{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "placement.kubernetes-fleet.io/v1beta1", Kind: "ClusterResourcePlacement"},
 			ObjectMeta: metav1.ObjectMeta{Name: "web-2-crp", Generation: 3},
-			Spec: api.PlacementSpec{ResourceSelectors: []api.ClusterResourceSelector{{Version: "v1", Kind: "Namespace", Name: "web-2"}}},
+			Spec:       api.PlacementSpec{ResourceSelectors: []api.ClusterResourceSelector{{Version: "v1", Kind: "Namespace", Name: "web-2"}}},
 			Status: api.PlacementStatus{
 				ObservedResourceIndex: "4",
 				SelectedResources:     []api.ResourceIdentifier{ns},

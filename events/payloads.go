@@ -51,8 +51,8 @@ type MemberHeartbeat struct {
 	Name string `json:"name"`
 	// Healthy is false when the member's API server could not be reached;
 	// Message then says why.
-	Healthy    bool                                  `json:"healthy"`
-	Message    string                                `json:"message,omitempty"`
+	Healthy    bool                                   `json:"healthy"`
+	Message    string                                 `json:"message,omitempty"`
 	Properties map[api.PropertyName]api.PropertyValue `json:"properties,omitempty"`
 	// ResourceUsage is computed from the member's Node objects.
 	ResourceUsage api.ResourceUsage `json:"resourceUsage"`
@@ -189,8 +189,8 @@ type Condition struct {
 // TakeoverDecision records what an apply worker did with an object it found
 // on a member that Flotilla did not own.
 type TakeoverDecision struct {
-	Resource   api.ResourceIdentifier `json:"resource"`
-	Mode       api.WhenToTakeOverType `json:"mode"`
+	Resource   api.ResourceIdentifier   `json:"resource"`
+	Mode       api.WhenToTakeOverType   `json:"mode"`
 	Comparison api.ComparisonOptionType `json:"comparison"`
 	// Outcome is TakenOver, FailedToTakeOver or NotTakenOver.
 	Outcome string `json:"outcome"`
@@ -212,10 +212,10 @@ type WorkReported struct {
 	Manifests []ManifestResult   `json:"manifests"`
 	Takeovers []TakeoverDecision `json:"takeovers,omitempty"`
 	// Applied and Available summarise the manifests for the cluster.
-	Applied    Condition `json:"applied"`
-	Available  Condition `json:"available"`
+	Applied      Condition  `json:"applied"`
+	Available    Condition  `json:"available"`
 	DiffReported *Condition `json:"diffReported,omitempty"`
-	ObservedAt time.Time `json:"observedAt"`
+	ObservedAt   time.Time  `json:"observedAt"`
 }
 
 // PlacementStatusChanged carries a placement with its new Fleet-shaped status.

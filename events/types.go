@@ -15,10 +15,10 @@ const (
 	TypePlacementScheduled = "io.flotilla.placement.scheduled.v1"
 
 	// Rollout.
-	TypeSnapshotCreated    = "io.flotilla.resourcesnapshot.created.v1"
-	TypeWorkDesired        = "io.flotilla.work.desired.v1"
-	TypeWorkTombstoned     = "io.flotilla.work.tombstoned.v1"
-	TypeRolloutProgressed  = "io.flotilla.rollout.progressed.v1"
+	TypeSnapshotCreated   = "io.flotilla.resourcesnapshot.created.v1"
+	TypeWorkDesired       = "io.flotilla.work.desired.v1"
+	TypeWorkTombstoned    = "io.flotilla.work.tombstoned.v1"
+	TypeRolloutProgressed = "io.flotilla.rollout.progressed.v1"
 
 	// Apply workers.
 	TypeWorkReported    = "io.flotilla.work.reported.v1"

@@ -5,16 +5,17 @@
 -- status_placements: the status service's view of each placement: the fold inputs. placement is
 -- the ClusterResourcePlacement as last upserted (defaulted, with metadata.generation), null until
 -- its upsert arrives (a decision or report may come first). generation follows the same rule as
--- placements.generation; strategy_generation is the generation at which spec.strategy last
--- changed (or the placement was re-created): apply reports for an older generation answer a
--- superseded strategy. decision, snapshot and rollout are the latest PlacementScheduled,
+-- placements.generation; work_generation is the generation at which what the apply workers are
+-- sent besides the manifests (apply and delete strategy, unavailablePeriodSeconds) last changed,
+-- or the placement was re-created: rollout progress and apply reports for an older generation
+-- answer superseded work. decision, snapshot and rollout are the latest PlacementScheduled,
 -- SnapshotCreated and RolloutProgressed payloads. Per-placement folding is serialised with
 -- SELECT ... FOR UPDATE on this row.
 create table status_placements (
     name                text        primary key,
     placement           jsonb,
     generation          bigint      not null default 0,
-    strategy_generation bigint      not null default 0,
+    work_generation bigint      not null default 0,
     deleted             boolean     not null default false,
     decision            jsonb,
     snapshot            jsonb,

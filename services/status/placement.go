@@ -116,7 +116,7 @@ func (s *Service) emit(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, nam
 // creating its row if this is the first event about it.
 func loadPlacement(ctx context.Context, tx pgx.Tx, name string) (*stored, error) {
 	const query = `
-		select p.placement, p.strategy_generation, p.deleted, p.decision, p.snapshot, p.rollout, s.status,
+		select p.placement, p.work_generation, p.deleted, p.decision, p.snapshot, p.rollout, s.status,
 			(select coalesce(jsonb_agg(r.report), '[]') from status_reports r where r.placement = p.name)
 		from status_placements p left join placement_status s on s.placement = p.name
 		where p.name = $1
@@ -126,7 +126,7 @@ func loadPlacement(ctx context.Context, tx pgx.Tx, name string) (*stored, error)
 		placement, decision, snapshot, rollout, status, reports []byte
 	)
 	scan := func() error {
-		return tx.QueryRow(ctx, query, name).Scan(&placement, &st.in.StrategyGeneration, &st.in.Deleted,
+		return tx.QueryRow(ctx, query, name).Scan(&placement, &st.in.WorkGeneration, &st.in.Deleted,
 			&decision, &snapshot, &rollout, &status, &reports)
 	}
 	err := scan()
@@ -190,10 +190,10 @@ func saveInputs(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, name strin
 	args, err := jsonArgs(in.Placement, in.Decision, in.Snapshot, in.Rollout)
 	if err == nil {
 		_, err = tx.Exec(ctx, `
-			update status_placements set placement = $2, generation = $3, strategy_generation = $4, deleted = $5,
+			update status_placements set placement = $2, generation = $3, work_generation = $4, deleted = $5,
 				decision = $6, snapshot = $7, rollout = $8, event_id = $9, updated_at = now()
 			where name = $1`,
-			name, args[0], in.Generation(), in.StrategyGeneration, in.Deleted, args[1], args[2], args[3], ev.ID())
+			name, args[0], in.Generation(), in.WorkGeneration, in.Deleted, args[1], args[2], args[3], ev.ID())
 	}
 	if err != nil {
 		return fmt.Errorf("store status inputs of %s: %w", name, err)

@@ -152,6 +152,12 @@ func BenchmarkApply500(b *testing.B) {
 		}
 		flotilla += time.Since(start)
 		if report.Applied.Status != "True" || len(report.Manifests) != totalObjects {
+			for _, m := range report.Manifests {
+				if m.Applied.Status != "True" {
+					b.Logf("%s %s/%s: %s", m.Resource.Kind, m.Resource.Namespace, m.Resource.Name, m.Applied.Message)
+					break
+				}
+			}
 			b.Fatalf("apply failed: %s %s (%d results)", report.Applied.Reason, report.Applied.Message, len(report.Manifests))
 		}
 	}

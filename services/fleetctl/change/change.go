@@ -136,6 +136,11 @@ func applyItem(d manifest.Document, opts Options, policies policySet) (Item, api
 		if err := u.UnmarshalJSON(data); err != nil {
 			return item, fieldError("", err)
 		}
+		// The typed object writes an empty creationTimestamp as null; that
+		// is not a server field the user copied.
+		if v, found, _ := unstructured.NestedFieldNoCopy(u.Object, "metadata", "creationTimestamp"); found && v == nil {
+			unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+		}
 		return hubItem(item, u, opts)
 	case *unstructured.Unstructured:
 		item.Warnings = policies.unselected(o)

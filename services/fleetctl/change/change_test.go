@@ -102,6 +102,33 @@ spec: {clusterIP: 10.0.0.1, clusterIPs: [10.0.0.1]}
 	}
 }
 
+func TestEnvelopesAreHubManifests(t *testing.T) {
+	docs := load(t, `apiVersion: placement.kubernetes-fleet.io/v1beta1
+kind: ResourceEnvelope
+metadata: {name: wrapped, namespace: app}
+data:
+  cm.yaml:
+    apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: inner, namespace: app}
+`)
+	items, problems := ForApply(docs, Options{})
+	if len(problems) > 0 {
+		t.Fatal(problems)
+	}
+	if len(items[0].Warnings) > 0 {
+		t.Errorf("warnings for a typed envelope: %v", items[0].Warnings)
+	}
+	c := items[0].Changes[0]
+	if c.Type != events.TypeHubResourceUpserted || c.Subject != "flotilla.hub.placement_kubernetes-fleet_io.ResourceEnvelope.app.wrapped" {
+		t.Errorf("change = %s on %s", c.Type, c.Subject)
+	}
+	m := manifestOf(t, c)
+	if m["kind"] != "ResourceEnvelope" || m["data"].(map[string]any)["cm.yaml"].(map[string]any)["kind"] != "ConfigMap" {
+		t.Errorf("manifest = %v", m)
+	}
+}
+
 func TestPlacementsAndMembersAreSentWithoutServerFields(t *testing.T) {
 	docs := load(t, `apiVersion: placement.kubernetes-fleet.io/v1beta1
 kind: ClusterResourcePlacement

@@ -261,9 +261,9 @@ func TestApplySeed004(t *testing.T) {
 	// takes them out of the hub store, in their namespace.
 	r = fleetctl(t, "", "delete", "-f", "testdata/seeds/propagationPolicy.yaml", "-f", "testdata/seeds/resources.yaml", "--nats", srv.URL())
 	wantLines(t, r,
-		"propagationpolicy.core.kubeadmiral.io/nginx-pp deleted (clusterresourceplacements pp.default.nginx-pp and pp-adopt.default.nginx-pp)",
-		"deployment.apps/my-nginx deleted",
-		"service/my-nginx deleted",
+		`propagationpolicy.core.kubeadmiral.io "nginx-pp" deleted (clusterresourceplacements pp.default.nginx-pp and pp-adopt.default.nginx-pp)`,
+		`deployment.apps "my-nginx" deleted`,
+		`service "my-nginx" deleted`,
 	)
 	evs = storedEvents(t, js)[4:]
 	want = []string{
@@ -317,9 +317,9 @@ func TestDelete(t *testing.T) {
 	wantLines(t, r, `membercluster.cluster.kubernetes-fleet.io "member-3" deleted`)
 	r = fleetctl(t, "", append([]string{"delete", "-f", "testdata/seeds/members.yaml"}, nats...)...)
 	wantLines(t, r,
-		"membercluster.cluster.kubernetes-fleet.io/member-1 deleted",
-		"membercluster.cluster.kubernetes-fleet.io/member-2 deleted",
-		"membercluster.cluster.kubernetes-fleet.io/member-3 deleted",
+		`membercluster.cluster.kubernetes-fleet.io "member-1" deleted`,
+		`membercluster.cluster.kubernetes-fleet.io "member-2" deleted`,
+		`membercluster.cluster.kubernetes-fleet.io "member-3" deleted`,
 	)
 
 	evs := storedEvents(t, js)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -90,6 +91,12 @@ func (a *app) deleteFiles(ctx context.Context, files fileFlags, leave events.Lea
 	}
 	if len(items) == 0 {
 		return errors.New("no objects passed to delete")
+	}
+	// kubectl names deleted objects as <resource> "<name>".
+	for i := range items {
+		if kind, name, ok := strings.Cut(items[i].Object, "/"); ok {
+			items[i].Object = fmt.Sprintf("%s %q", kind, name)
+		}
 	}
 	return a.publish(ctx, items, "deleted", "already deleted")
 }

@@ -2,6 +2,7 @@ package fold
 
 import (
 	"strconv"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,7 +38,8 @@ const (
 	DiffReportingPendingMessage = "In the process of reporting diffs"
 
 	// StuckNote is added to the message of the condition a cluster is held at
-	// when the rollout reports it stuck past its deadline.
+	// when the rollout reports it stuck past its deadline without saying why
+	// (when it does, its message is added instead).
 	StuckNote = "stuck: not applied and available within the rollout deadline"
 )
 
@@ -186,9 +188,14 @@ func (cf *clusterFold) step(t api.PerClusterPlacementConditionType, s metav1.Con
 		msg = o.message[s]
 	}
 	if s != metav1.ConditionTrue && cf.stuck != nil {
-		msg += "; " + StuckNote
-		if cf.stuck.Message != "" {
-			msg += ": " + cf.stuck.Message
+		// The rollout's message of a stuck cluster says so and why; without
+		// one, the note does.
+		note := cf.stuck.Message
+		if note == "" {
+			note = StuckNote
+		}
+		if !strings.Contains(msg, note) {
+			msg += "; " + note
 		}
 	}
 	cf.add(t, s, o.reason[s], msg)

@@ -37,11 +37,13 @@ type Inputs struct {
 	Placement *api.ClusterResourcePlacement `json:"placement,omitempty"`
 	// Deleted is set once the placement is deleted; Placement keeps its last spec.
 	Deleted bool `json:"deleted,omitempty"`
-	// StrategyGeneration is the generation at which the placement's strategy
-	// last changed or the placement was (re)created. Rollout progress and apply
-	// reports answering an older generation describe a superseded strategy
-	// (whenToTakeOver Never, say) and no longer count.
-	StrategyGeneration int64 `json:"strategyGeneration,omitempty"`
+	// WorkGeneration is the generation at which what the apply workers are
+	// sent besides the manifests (apply strategy, delete strategy,
+	// unavailablePeriodSeconds) last changed, or the placement was
+	// (re)created. Rollout progress and apply reports answering an older
+	// generation describe superseded work (whenToTakeOver Never, say) and no
+	// longer count; other spec changes leave them standing.
+	WorkGeneration int64 `json:"workGeneration,omitempty"`
 
 	Decision *events.PlacementScheduled `json:"decision,omitempty"`
 	Snapshot *events.SnapshotCreated    `json:"snapshot,omitempty"`
@@ -97,13 +99,27 @@ func (in *Inputs) Upsert(crp api.ClusterResourcePlacement, now time.Time) (bool,
 	} else {
 		crp.CreationTimestamp = prev.CreationTimestamp
 	}
-	if recreated || !sameJSON(prev.Spec.Strategy, crp.Spec.Strategy) {
-		in.StrategyGeneration = crp.Generation
+	if recreated || !sameJSON(workOf(&prev.Spec), workOf(&crp.Spec)) {
+		in.WorkGeneration = crp.Generation
 	}
 	changed := prev == nil || prev.Generation != crp.Generation
 	in.Placement = &crp
 	in.Deleted = false
 	return changed, nil
+}
+
+// workOf is what a placement's work carries besides the manifests, as the
+// rollout keys it: a change resends the work and older reports no longer answer it.
+func workOf(spec *api.PlacementSpec) any {
+	var period *int
+	if ru := spec.Strategy.RollingUpdate; ru != nil {
+		period = ru.UnavailablePeriodSeconds
+	}
+	return struct {
+		Apply  *api.ApplyStrategy
+		Delete *api.DeleteStrategy
+		Period *int
+	}{spec.Strategy.ApplyStrategy, spec.Strategy.DeleteStrategy, period}
 }
 
 // ErrImmutable reports an update that changes what cannot change.
@@ -217,7 +233,7 @@ func (in *Inputs) latestIndex() (int64, bool) {
 // current strategy and newest snapshot, else nil.
 func (in *Inputs) currentRollout() *events.RolloutProgressed {
 	r := in.Rollout
-	if r == nil || r.Generation < in.StrategyGeneration {
+	if r == nil || r.Generation < in.WorkGeneration {
 		return nil
 	}
 	if idx, ok := in.latestIndex(); ok && r.ResourceIndex < idx {
@@ -230,7 +246,7 @@ func (in *Inputs) currentRollout() *events.RolloutProgressed {
 // placement's current strategy and newest snapshot, else nil.
 func (in *Inputs) currentReport(cluster string) *events.WorkReported {
 	r := in.Reports[cluster]
-	if r == nil || r.Generation < in.StrategyGeneration {
+	if r == nil || r.Generation < in.WorkGeneration {
 		return nil
 	}
 	if idx, ok := in.latestIndex(); ok && r.ResourceIndex < idx {

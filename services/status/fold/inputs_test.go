@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/intstr"
+
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/services/status/fold"
@@ -32,25 +34,38 @@ func TestGenerationCounting(t *testing.T) {
 			crp.Labels = map[string]string{"team": "web"}
 			return in.Upsert(crp, t0)
 		}, 1, 1},
-		{"strategy change", func() (bool, error) { return in.Upsert(placement(api.WhenToTakeOverTypeIfNoDiff), t0) }, 2, 2},
-		{"policy-side change", func() (bool, error) {
+		{"apply strategy change", func() (bool, error) { return in.Upsert(placement(api.WhenToTakeOverTypeIfNoDiff), t0) }, 2, 2},
+		{"history limit change", func() (bool, error) {
 			crp := placement(api.WhenToTakeOverTypeIfNoDiff)
 			crp.Spec.RevisionHistoryLimit = new(int32(2))
 			return in.Upsert(crp, t0)
 		}, 3, 2},
-		{"deleted", func() (bool, error) { return in.Delete(t0), nil }, 3, 2},
+		{"rolling update budget change", func() (bool, error) {
+			crp := placement(api.WhenToTakeOverTypeIfNoDiff)
+			crp.Spec.RevisionHistoryLimit = new(int32(2))
+			crp.Spec.Strategy.RollingUpdate = &api.RollingUpdateConfig{MaxUnavailable: new(intstr.FromString("100%"))}
+			return in.Upsert(crp, t0)
+		}, 4, 2},
+		{"unavailable period change", func() (bool, error) {
+			crp := placement(api.WhenToTakeOverTypeIfNoDiff)
+			crp.Spec.RevisionHistoryLimit = new(int32(2))
+			crp.Spec.Strategy.RollingUpdate = &api.RollingUpdateConfig{MaxUnavailable: new(intstr.FromString("100%")), UnavailablePeriodSeconds: new(1)}
+			return in.Upsert(crp, t0)
+		}, 5, 5},
+		{"deleted", func() (bool, error) { return in.Delete(t0), nil }, 5, 5},
 		{"re-created with the same spec", func() (bool, error) {
 			crp := placement(api.WhenToTakeOverTypeIfNoDiff)
 			crp.Spec.RevisionHistoryLimit = new(int32(2))
+			crp.Spec.Strategy.RollingUpdate = &api.RollingUpdateConfig{MaxUnavailable: new(intstr.FromString("100%")), UnavailablePeriodSeconds: new(1)}
 			return in.Upsert(crp, t0.Add(time.Hour))
-		}, 4, 4},
+		}, 6, 6},
 	}
 	for _, s := range steps {
 		if _, err := s.apply(); err != nil {
 			t.Fatalf("%s: %v", s.name, err)
 		}
-		if in.Generation() != s.wantGen || in.StrategyGeneration != s.wantStr {
-			t.Errorf("%s: generation %d, strategy generation %d; want %d, %d", s.name, in.Generation(), in.StrategyGeneration, s.wantGen, s.wantStr)
+		if in.Generation() != s.wantGen || in.WorkGeneration != s.wantStr {
+			t.Errorf("%s: generation %d, work generation %d; want %d, %d", s.name, in.Generation(), in.WorkGeneration, s.wantGen, s.wantStr)
 		}
 	}
 	if !in.Placement.CreationTimestamp.Time.Equal(t0.Add(time.Hour)) || in.Placement.DeletionTimestamp != nil {

@@ -577,8 +577,8 @@ func TestStrategyChangeMakesReportsStale(t *testing.T) {
 	if _, err := w.in.Upsert(placement(api.WhenToTakeOverTypeIfNoDiff), t0); err != nil {
 		t.Fatal(err)
 	}
-	if w.gen() != 2 || w.in.StrategyGeneration != 2 {
-		t.Fatalf("generation %d, strategy generation %d; want 2, 2", w.gen(), w.in.StrategyGeneration)
+	if w.gen() != 2 || w.in.WorkGeneration != 2 {
+		t.Fatalf("generation %d, work generation %d; want 2, 2", w.gen(), w.in.WorkGeneration)
 	}
 	w.schedule("member-1", "member-2")
 	st := w.status(api.PlacementStatus{}, t0)
@@ -608,14 +608,32 @@ func TestStrategyChangeMakesReportsStale(t *testing.T) {
 }
 
 func TestStuckClusterSaysSo(t *testing.T) {
-	w := newWorld(t, placement(api.WhenToTakeOverTypeAlways)).schedule("member-1").snapshot(1).
-		rollout(1, events.ClusterRollout{Cluster: "member-1", Started: true, ResourceIndex: 1, Stuck: true,
-			Message: "Deployment web-2/web not available for 10m"})
-	m1 := clusterStatus(t, w.status(api.PlacementStatus{}, t0), "member-1")
-	got := getCond(t, m1.Conditions, "Applied")
-	want := fold.ApplyPendingMessage + "; " + fold.StuckNote + ": Deployment web-2/web not available for 10m"
-	if got.Status != metav1.ConditionUnknown || got.Message != want {
-		t.Errorf("Applied = %+v\nwant message %q", got, want)
+	const stuck = "The rollout on cluster member-1 is stuck: not applied and available within 5m0s: waiting for member-2"
+	tests := []struct {
+		name    string
+		entry   events.ClusterRollout
+		typ     string
+		message string
+	}{
+		{"started, no report, with the rollout's reason",
+			events.ClusterRollout{Cluster: "member-1", Started: true, ResourceIndex: 1, Stuck: true, Message: stuck},
+			"Applied", fold.ApplyPendingMessage + "; " + stuck},
+		{"started, no report, no reason given",
+			events.ClusterRollout{Cluster: "member-1", Started: true, ResourceIndex: 1, Stuck: true},
+			"Applied", fold.ApplyPendingMessage + "; " + fold.StuckNote},
+		{"not started: the rollout's message says it once",
+			events.ClusterRollout{Cluster: "member-1", ResourceIndex: 0, Stuck: true, Reason: api.RolloutNotStartedYetReason, Message: stuck},
+			"RolloutStarted", stuck},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, placement(api.WhenToTakeOverTypeAlways)).schedule("member-1").snapshot(1).rollout(1, tc.entry)
+			m1 := clusterStatus(t, w.status(api.PlacementStatus{}, t0), "member-1")
+			last := m1.Conditions[len(m1.Conditions)-1]
+			if last.Type != tc.typ || last.Status == metav1.ConditionTrue || last.Message != tc.message {
+				t.Errorf("last condition = %+v\nwant %s with message %q", last, tc.typ, tc.message)
+			}
+		})
 	}
 }
 
