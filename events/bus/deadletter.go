@@ -30,27 +30,7 @@ const maxReason = 1024
 // redelivered later instead, so it is never dropped silently.
 func (w *worker) deadLetter(ctx context.Context, msg jetstream.Msg, m Meta, reason string) {
 	reason = oneLine(reason)
-	dl := nats.NewMsg(DeadLetterSubject(m.Consumer))
-	for k, vs := range msg.Headers() {
-		// Nats-* headers steer the server (Nats-Msg-Id, Nats-Expected-*,
-		// Nats-Rollup, ...) and would misapply to the copy.
-		if strings.HasPrefix(strings.ToLower(k), "nats-") {
-			continue
-		}
-		dl.Header[k] = append([]string(nil), vs...)
-	}
-	dl.Header.Set(HeaderDeadLetterReason, reason)
-	dl.Header.Set(HeaderDeadLetterStream, m.Stream)
-	dl.Header.Set(HeaderDeadLetterConsumer, m.Consumer)
-	dl.Header.Set(HeaderDeadLetterSubject, m.Subject)
-	dl.Header.Set(HeaderDeadLetterSequence, strconv.FormatUint(m.Sequence, 10))
-	dl.Header.Set(HeaderDeadLetterDelivered, strconv.FormatUint(m.NumDelivered, 10))
-	dl.Data = msg.Data()
-
-	// The id names the consumer too: two consumers of one stream may both
-	// give up on the same message, and the dead-letter stream deduplicates
-	// ids across all its subjects.
-	id := fmt.Sprintf("%s-%d-%s", m.Stream, m.Sequence, m.Consumer)
+	dl, id := deadLetterMsg(msg.Headers(), msg.Data(), m, reason)
 	// Still record it when shutting down.
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
@@ -70,6 +50,30 @@ func (w *worker) deadLetter(ctx context.Context, msg jetstream.Msg, m Meta, reas
 		// that to one copy within the duplicate window.
 		w.log.Warn("terminate after dead-letter failed", "subject", m.Subject, "sequence", m.Sequence, "err", err)
 	}
+}
+
+// deadLetterMsg builds the dead-letter copy of a message and its Nats-Msg-Id.
+func deadLetterMsg(headers nats.Header, data []byte, m Meta, reason string) (*nats.Msg, string) {
+	dl := nats.NewMsg(DeadLetterSubject(m.Consumer))
+	for k, vs := range headers {
+		// Nats-* headers steer the server (Nats-Msg-Id, Nats-Expected-*,
+		// Nats-Rollup, ...) and would misapply to the copy.
+		if strings.HasPrefix(strings.ToLower(k), "nats-") {
+			continue
+		}
+		dl.Header[k] = append([]string(nil), vs...)
+	}
+	dl.Header.Set(HeaderDeadLetterReason, reason)
+	dl.Header.Set(HeaderDeadLetterStream, m.Stream)
+	dl.Header.Set(HeaderDeadLetterConsumer, m.Consumer)
+	dl.Header.Set(HeaderDeadLetterSubject, m.Subject)
+	dl.Header.Set(HeaderDeadLetterSequence, strconv.FormatUint(m.Sequence, 10))
+	dl.Header.Set(HeaderDeadLetterDelivered, strconv.FormatUint(m.NumDelivered, 10))
+	dl.Data = data
+	// The id names the consumer too: two consumers of one stream may both
+	// give up on the same message, and the dead-letter stream deduplicates
+	// ids across all its subjects.
+	return dl, fmt.Sprintf("%s-%d-%s", m.Stream, m.Sequence, m.Consumer)
 }
 
 // oneLine makes s safe for a header value and bounded.

@@ -149,6 +149,15 @@ func (o TopologyOptions) Streams() []jetstream.StreamConfig {
 			MaxAge:      o.DeadLetterMaxAge,
 			Duplicates:  o.Duplicates,
 		},
+		{
+			Name:        StreamAdvisories,
+			Description: "Advisories of messages whose deliveries ran out without an acknowledgement",
+			Subjects:    []string{SubjectsMaxDeliveries},
+			Retention:   jetstream.WorkQueuePolicy,
+			Storage:     o.Storage,
+			Replicas:    o.Replicas,
+			MaxAge:      o.DeadLetterMaxAge,
+		},
 	}
 }
 
@@ -228,6 +237,10 @@ func EnsureTopology(ctx context.Context, js jetstream.JetStream, opts TopologyOp
 		if _, err := js.CreateOrUpdateConsumer(ctx, StreamEvents, cfg); err != nil {
 			return fmt.Errorf("ensure consumer %s on %s: %w", cfg.Durable, StreamEvents, err)
 		}
+	}
+	rescue := opts.consumer(ConsumerMaxDeliveries, "Dead-letters messages whose deliveries ran out", jetstream.DeliverAllPolicy)
+	if _, err := js.CreateOrUpdateConsumer(ctx, StreamAdvisories, rescue); err != nil {
+		return fmt.Errorf("ensure consumer %s on %s: %w", rescue.Durable, StreamAdvisories, err)
 	}
 	return nil
 }

@@ -134,6 +134,9 @@ func (e *Env) Run(ctx context.Context, loops ...Runnable) error {
 	if e.Pool != nil {
 		relay := &outbox.Relay{Pool: e.Pool, JS: e.JS, Logger: e.Log}
 		g.Go(func() error { return relay.Run(ctx) })
+		// Hub services (those with a database) may read every stream, so they
+		// also dead-letter messages whose deliveries ran out in a crash.
+		g.Go(func() error { return bus.RescueMaxDeliveries(ctx, e.JS, e.Log) })
 	}
 	if e.opts.HealthAddr != "" {
 		g.Go(func() error { return e.serveHealth(ctx) })

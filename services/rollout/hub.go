@@ -131,14 +131,18 @@ func lockHubRow(ctx context.Context, tx pgx.Tx, id api.ResourceIdentifier) (*hub
 }
 
 // hubChanged opens the coalescing window of every live placement that has
-// none open: their selections are evaluated when it ends. Placements whose
-// window is open already are not touched, so a burst costs one update per
-// placement. Rows are locked in name order, so concurrent handlers cannot
-// deadlock.
+// none open: their selections are evaluated when it ends, so a burst costs
+// one evaluation per placement.
+//
+// Every live placement's row is locked, not only those without a window: a
+// reconcile that is evaluating a selection right now (it holds the row) may
+// not have seen this change and will close the window when it commits, so
+// the window must be reopened after it. Rows are locked in name order, so
+// concurrent handlers cannot deadlock.
 func (r *rollout) hubChanged(ctx context.Context, tx pgx.Tx, now time.Time) error {
 	rows, err := tx.Query(ctx, `
 		select name from rollout_placements
-		where not deleted and spec is not null and snapshot_due_at is null
+		where not deleted and spec is not null
 		order by name for update`)
 	if err != nil {
 		return fmt.Errorf("find placements to re-select: %w", err)
@@ -150,8 +154,8 @@ func (r *rollout) hubChanged(ctx context.Context, tx pgx.Tx, now time.Time) erro
 	if len(names) == 0 {
 		return nil
 	}
-	if _, err := tx.Exec(ctx, `update rollout_placements set snapshot_due_at = $2 where name = any($1)`,
-		names, now.Add(r.window)); err != nil {
+	if _, err := tx.Exec(ctx, `update rollout_placements set snapshot_due_at = $2
+		where name = any($1) and snapshot_due_at is null`, names, now.Add(r.window)); err != nil {
 		return fmt.Errorf("schedule re-selection: %w", err)
 	}
 	return nil

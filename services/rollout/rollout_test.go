@@ -45,6 +45,7 @@ func namespaceManifest(name string) string {
 }
 
 func TestSelectsANamespaceWithItsContents(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, rollout.Config{})
 	f.start()
 	f.hub(web2Namespace, web2Deployment, web2Service, web2Envelope, web3Namespace, web3Deployment)
@@ -113,6 +114,7 @@ func TestSelectsANamespaceWithItsContents(t *testing.T) {
 }
 
 func TestSelectsClusterScopedKindsByNameAndLabels(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, rollout.Config{})
 	f.start()
 	f.hub(
@@ -165,6 +167,7 @@ func TestSelectsClusterScopedKindsByNameAndLabels(t *testing.T) {
 }
 
 func TestSnapshotsKeepRevisionHistory(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, rollout.Config{})
 	f.start()
 	f.hub(namespaceManifest("app"), configMap("app", "settings", "v0"))
@@ -249,6 +252,7 @@ func TestSnapshotsKeepRevisionHistory(t *testing.T) {
 }
 
 func TestABurstOfHubChangesMakesOneSnapshot(t *testing.T) {
+	t.Parallel()
 	// A window long enough that the whole burst lands in it.
 	f := newFixture(t, rollout.Config{SnapshotWindow: 3 * time.Second})
 	f.start()
@@ -308,6 +312,7 @@ func rollToCompletion(t *testing.T, f *fixture, placement string, clusters []str
 }
 
 func TestRollingUpdateArithmetic(t *testing.T) {
+	t.Parallel()
 	clusters := []string{"m1", "m2", "m3", "m4"}
 	tests := []struct {
 		name           string
@@ -378,6 +383,7 @@ func TestRollingUpdateArithmetic(t *testing.T) {
 }
 
 func TestFailedClustersAreUpdatedWithoutWaitingForBudget(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, rollout.Config{})
 	f.start()
 	clusters := []string{"m1", "m2", "m3", "m4"}
@@ -436,6 +442,7 @@ func TestFailedClustersAreUpdatedWithoutWaitingForBudget(t *testing.T) {
 }
 
 func TestNotTrackableObjectsWaitTheUnavailablePeriod(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, rollout.Config{})
 	f.start()
 	const period = 2
@@ -482,6 +489,7 @@ func TestNotTrackableObjectsWaitTheUnavailablePeriod(t *testing.T) {
 }
 
 func TestTombstonesForUnscheduledClustersAndDeletedPlacements(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, rollout.Config{})
 	f.start()
 	f.hub(namespaceManifest("web"))
@@ -559,6 +567,7 @@ func TestTombstonesForUnscheduledClustersAndDeletedPlacements(t *testing.T) {
 }
 
 func TestExternalStrategyIsNotRolledOutAutomatically(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, rollout.Config{})
 	f.start()
 	f.hub(namespaceManifest("ext"))
@@ -583,6 +592,7 @@ func TestExternalStrategyIsNotRolledOutAutomatically(t *testing.T) {
 }
 
 func TestStuckClustersAreReported(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, rollout.Config{StuckAfter: time.Second})
 	f.start()
 	f.hub(namespaceManifest("stuck"))
@@ -611,6 +621,7 @@ func TestStuckClustersAreReported(t *testing.T) {
 }
 
 func TestRestartResumes(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, rollout.Config{SnapshotWindow: 3 * time.Second})
 	stop := f.start()
 	f.hub(namespaceManifest("app"), configMap("app", "settings", "v0"))
@@ -659,6 +670,7 @@ func TestRestartResumes(t *testing.T) {
 }
 
 func TestInvalidHubManifestsAreDeadLettered(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, rollout.Config{})
 	f.start()
 	// No name: it cannot be stored. The consumer goes on with the next event.
@@ -683,4 +695,44 @@ func TestInvalidHubManifestsAreDeadLettered(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+func TestARedeliveredEventHasNoSecondEffect(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, rollout.Config{})
+	f.start()
+	f.hub(namespaceManifest("web"))
+	p := crp("web", namespace("web"))
+	p.Spec.Strategy.ApplyStrategy = &api.ApplyStrategy{WhenToTakeOver: api.WhenToTakeOverTypeNever}
+	first, err := events.New(events.TypePlacementUpserted, "/flotilla/test", "web", "", events.PlacementUpserted{Placement: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	subj, _ := events.PlacementSubject("web")
+	if _, err := f.pub.Publish(t.Context(), subj, first); err != nil {
+		t.Fatal(err)
+	}
+	p.Spec.Strategy.ApplyStrategy = &api.ApplyStrategy{WhenToTakeOver: api.WhenToTakeOverTypeIfNoDiff}
+	f.place(p)
+	f.schedule("web", 2, []string{"m1"}, nil)
+	f.waitWork("m1", "web", 0)
+
+	// The first event again, as JetStream redelivers it (same event id, a
+	// new stream message): the inbox knows it.
+	msg, err := bus.Encode(first, subj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.js.PublishMsg(t.Context(), msg); err != nil {
+		t.Fatal(err)
+	}
+	f.schedule("web", 2, []string{"m1", "m2"}, nil)
+	w := f.waitWork("m2", "web", 0)
+	if w.Generation != 2 || w.ApplyStrategy.WhenToTakeOver != api.WhenToTakeOverTypeIfNoDiff {
+		t.Errorf("after the redelivery m2 got generation %d with whenToTakeOver %s, want 2 and IfNoDiff",
+			w.Generation, w.ApplyStrategy.WhenToTakeOver)
+	}
+	if ws := f.works("m1", "web"); len(ws) != 1 {
+		t.Errorf("m1 was sent work %d times, want once", len(ws))
+	}
 }

@@ -14,7 +14,7 @@ import (
 )
 
 // foldMember applies one member event to the member's stored inputs.
-func (s *Service) foldMember(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, name string, payload any, at time.Time) error {
+func (s *server) foldMember(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, name string, payload any, at time.Time) error {
 	var (
 		m   fold.MemberInputs
 		raw []byte

@@ -28,7 +28,7 @@ type stored struct {
 // placement's status changes, stores it with its transitions and enqueues
 // PlacementStatusChanged. The placement's row stays locked until commit, so
 // replicas fold one placement's events one at a time.
-func (s *Service) foldPlacement(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, name string, payload any, at time.Time) error {
+func (s *server) foldPlacement(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, name string, payload any, at time.Time) error {
 	st, err := loadPlacement(ctx, tx, name)
 	if err != nil {
 		return err
@@ -97,7 +97,7 @@ func (s *Service) foldPlacement(ctx context.Context, tx pgx.Tx, ev cloudevents.E
 
 // emit enqueues PlacementStatusChanged with the placement and its status. Its
 // id derives from the consumed event's, so a retried handler emits the same event.
-func (s *Service) emit(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, name string, crp *api.ClusterResourcePlacement, st api.PlacementStatus) error {
+func (s *server) emit(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, name string, crp *api.ClusterResourcePlacement, st api.PlacementStatus) error {
 	out := *crp
 	out.Status = st
 	subject, err := events.StatusSubject(name)

@@ -51,7 +51,7 @@ func (e badRequest) Error() string { return e.err.Error() }
 // serveQueries answers queries (events.QueryService) until ctx ends. Each
 // endpoint listens on events.QuerySubjectPrefix + its name, in micro's
 // default queue group, so replicas share the load.
-func (s *Service) serveQueries(ctx context.Context, nc *nats.Conn) error {
+func (s *server) serveQueries(ctx context.Context, nc *nats.Conn) error {
 	svc, err := micro.AddService(nc, micro.Config{
 		Name:        events.QueryService,
 		Version:     QueryVersion,
@@ -64,12 +64,12 @@ func (s *Service) serveQueries(ctx context.Context, nc *nats.Conn) error {
 		name    string
 		handler micro.Handler
 	}{
-		{events.QueryGetPlacement, endpoint(ctx, s, (*Service).getPlacement)},
-		{events.QueryListPlacements, endpoint(ctx, s, (*Service).listPlacements)},
-		{events.QueryGetMember, endpoint(ctx, s, (*Service).getMember)},
-		{events.QueryListMembers, endpoint(ctx, s, (*Service).listMembers)},
-		{events.QueryHistory, endpoint(ctx, s, (*Service).history)},
-		{events.QueryTakeovers, endpoint(ctx, s, (*Service).takeovers)},
+		{events.QueryGetPlacement, endpoint(ctx, s, (*server).getPlacement)},
+		{events.QueryListPlacements, endpoint(ctx, s, (*server).listPlacements)},
+		{events.QueryGetMember, endpoint(ctx, s, (*server).getMember)},
+		{events.QueryListMembers, endpoint(ctx, s, (*server).listMembers)},
+		{events.QueryHistory, endpoint(ctx, s, (*server).history)},
+		{events.QueryTakeovers, endpoint(ctx, s, (*server).takeovers)},
 	}
 	for _, e := range endpoints {
 		// micro endpoint names allow no dots; the subject keeps the contract's name.
@@ -90,7 +90,7 @@ func (s *Service) serveQueries(ctx context.Context, nc *nats.Conn) error {
 // endpoint adapts a typed query function to a micro handler: it decodes the
 // request (an empty body is the zero query) and wraps the answer in an
 // events.QueryReply; an error reply also sets micro's error headers.
-func endpoint[Q, R any](ctx context.Context, s *Service, fn func(*Service, context.Context, Q) (R, error)) micro.Handler {
+func endpoint[Q, R any](ctx context.Context, s *server, fn func(*server, context.Context, Q) (R, error)) micro.Handler {
 	return micro.HandlerFunc(func(req micro.Request) {
 		var (
 			q      Q
@@ -174,7 +174,7 @@ func scanPlacement(row pgx.CollectableRow) (api.ClusterResourcePlacement, error)
 	return crp, nil
 }
 
-func (s *Service) getPlacement(ctx context.Context, q events.NameQuery) (api.ClusterResourcePlacement, error) {
+func (s *server) getPlacement(ctx context.Context, q events.NameQuery) (api.ClusterResourcePlacement, error) {
 	if err := requireName(q); err != nil {
 		return api.ClusterResourcePlacement{}, err
 	}
@@ -192,7 +192,7 @@ func (s *Service) getPlacement(ctx context.Context, q events.NameQuery) (api.Clu
 	return crp, nil
 }
 
-func (s *Service) listPlacements(ctx context.Context, q events.ListQuery) ([]api.ClusterResourcePlacement, error) {
+func (s *server) listPlacements(ctx context.Context, q events.ListQuery) ([]api.ClusterResourcePlacement, error) {
 	sel, err := selector(q)
 	if err != nil {
 		return nil, err
@@ -214,7 +214,7 @@ func (s *Service) listPlacements(ctx context.Context, q events.ListQuery) ([]api
 	return out, nil
 }
 
-func (s *Service) scanMember(row pgx.CollectableRow) (api.MemberCluster, error) {
+func (s *server) scanMember(row pgx.CollectableRow) (api.MemberCluster, error) {
 	var (
 		raw []byte
 		m   fold.MemberInputs
@@ -228,7 +228,7 @@ func (s *Service) scanMember(row pgx.CollectableRow) (api.MemberCluster, error) 
 	return fold.Member(&m, s.now()), nil
 }
 
-func (s *Service) getMember(ctx context.Context, q events.NameQuery) (api.MemberCluster, error) {
+func (s *server) getMember(ctx context.Context, q events.NameQuery) (api.MemberCluster, error) {
 	if err := requireName(q); err != nil {
 		return api.MemberCluster{}, err
 	}
@@ -246,7 +246,7 @@ func (s *Service) getMember(ctx context.Context, q events.NameQuery) (api.Member
 	return mc, nil
 }
 
-func (s *Service) listMembers(ctx context.Context, q events.ListQuery) ([]api.MemberCluster, error) {
+func (s *server) listMembers(ctx context.Context, q events.ListQuery) ([]api.MemberCluster, error) {
 	sel, err := selector(q)
 	if err != nil {
 		return nil, err
@@ -271,7 +271,7 @@ func (s *Service) listMembers(ctx context.Context, q events.ListQuery) ([]api.Me
 // history answers fleetctl history: the placement's revisions (from the
 // snapshot events), its scheduling decisions (the scheduler's history) and
 // its condition transitions, oldest first. A deleted placement keeps its history.
-func (s *Service) history(ctx context.Context, q events.NameQuery) (events.PlacementHistory, error) {
+func (s *server) history(ctx context.Context, q events.NameQuery) (events.PlacementHistory, error) {
 	h := events.PlacementHistory{Placement: q.Name, Snapshots: []events.SnapshotRecord{}, Decisions: []events.DecisionRecord{}}
 	if err := requireName(q); err != nil {
 		return h, err
@@ -337,7 +337,7 @@ func (s *Service) history(ctx context.Context, q events.NameQuery) (events.Place
 }
 
 // takeovers lists takeover decisions, newest first.
-func (s *Service) takeovers(ctx context.Context, q events.TakeoverQuery) ([]events.TakeoverRecord, error) {
+func (s *server) takeovers(ctx context.Context, q events.TakeoverQuery) ([]events.TakeoverRecord, error) {
 	limit := q.Limit
 	switch {
 	case limit < 0:

@@ -14,13 +14,13 @@ import (
 // Takeover outcomes as stored in takeover_decisions.outcome (001's check
 // constraint), by the outcome an apply worker reports.
 var takeoverOutcomes = map[string]string{
-	TakenOver:                          "taken",
+	takenOver:                          "taken",
 	api.ManifestFailedToTakeOverReason: "refused",
 	api.ManifestNotTakenOverReason:     "not-taken-over",
 }
 
-// TakenOver is the outcome of a takeover that happened.
-const TakenOver = "TakenOver"
+// takenOver is the outcome an apply worker reports for a takeover that happened.
+const takenOver = "TakenOver"
 
 // reportOutcomes maps stored outcomes back to the reported ones.
 var reportOutcomes = func() map[string]string {
@@ -34,7 +34,7 @@ var reportOutcomes = func() map[string]string {
 // recordReport stores what an apply report says for history: the apply
 // result, each takeover decision and each drift. The inbox makes it happen
 // once per report.
-func (s *Service) recordReport(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, r *events.WorkReported) error {
+func (s *server) recordReport(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, r *events.WorkReported) error {
 	batch := &pgx.Batch{}
 	if !r.Deleted {
 		args, err := jsonArgs(manifestsOrEmpty(r.Manifests))

@@ -44,8 +44,8 @@ type Config struct {
 // consumer names the status service's durable consumer and its inbox rows.
 const consumer = bus.ConsumerStatus
 
-// Service is a running status service's state.
-type Service struct {
+// server is a running status service.
+type server struct {
 	pool   *pgxpool.Pool
 	source string
 	log    *slog.Logger
@@ -65,7 +65,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("status: %w", err)
 	}
 	defer env.Close()
-	s := &Service{pool: env.Pool, source: env.Source, log: env.Log, now: cfg.Now}
+	s := &server{pool: env.Pool, source: env.Source, log: env.Log, now: cfg.Now}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -81,7 +81,7 @@ func Run(ctx context.Context, cfg Config) error {
 
 // handle records one event in the audit log and folds it, all in one
 // transaction with its inbox row: a redelivered event changes nothing.
-func (s *Service) handle(ctx context.Context, ev cloudevents.Event, m bus.Meta) error {
+func (s *server) handle(ctx context.Context, ev cloudevents.Event, m bus.Meta) error {
 	payload := s.decode(ev)
 	at := ev.Time()
 	if at.IsZero() {
@@ -140,7 +140,7 @@ var folded = map[string]bool{
 // for any other event (which is only recorded in the audit log). An invalid
 // payload is recorded and not folded: the consumer it is meant for
 // dead-letters it.
-func (s *Service) decode(ev cloudevents.Event) any {
+func (s *server) decode(ev cloudevents.Event) any {
 	if !folded[ev.Type()] {
 		return nil
 	}

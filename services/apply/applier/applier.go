@@ -28,6 +28,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
+	"github.com/flotilla-dev/flotilla/services/apply/diff"
 	"github.com/flotilla-dev/flotilla/services/apply/manifest"
 )
 
@@ -150,12 +151,27 @@ type tracked struct {
 	owned bool
 	// live is the member object as last read or applied; nil when missing.
 	live *unstructured.Unstructured
-	// digest is diff.Digest of live when it was last known to match the hub.
+	// synced is the member object when it was last known to match the hub;
+	// digest is its diff.Digest, computed when first needed.
+	synced       *unstructured.Unstructured
 	digest       string
 	appliedAt    time.Time
 	firstDrifted time.Time
 	firstDiffed  time.Time
 	recheckAt    time.Time
+}
+
+// setSynced records the member object as matching the hub.
+func (t *tracked) setSynced(u *unstructured.Unstructured) {
+	t.synced, t.digest = u, ""
+}
+
+// syncedDigest is the diff.Digest of the object last known to match the hub.
+func (t *tracked) syncedDigest() string {
+	if t.digest == "" && t.synced != nil {
+		t.digest = diff.Digest(t.synced)
+	}
+	return t.digest
 }
 
 func (a *Applier) state(name string) *placement {

@@ -258,7 +258,7 @@ func (r *run) applyTracked(ctx context.Context, t *tracked, desired *unstructure
 	t.appliedAt = appliedTime(applied)
 	t.result.ObservedGeneration = applied.GetGeneration()
 	t.result.Drifts = nil
-	t.digest = diff.Digest(applied)
+	t.setSynced(applied)
 	if r.strategy.ComparisonOption == api.ComparisonOptionTypeFullComparison {
 		drifts, err := r.a.compare(ctx, t, desired, applied, r.strategy.ComparisonOption)
 		if err == nil && len(drifts) > 0 {

@@ -54,7 +54,7 @@ func (a *Applier) Check(ctx context.Context, placementName string, key manifest.
 	ours := live != nil && manifest.OwnedBy(live.GetLabels(), placementName)
 	desired := marked(t, owners, placementName)
 
-	if ours && t.live != nil && live.GetUID() == t.live.GetUID() && diff.Digest(live) == t.digest {
+	if ours && t.live != nil && live.GetUID() == t.live.GetUID() && diff.Digest(live) == t.syncedDigest() {
 		// Only status or server-set fields changed.
 		t.live = live
 		return a.reportIfChanged(p, t, before), nil
@@ -78,7 +78,7 @@ func (a *Applier) Check(ctx context.Context, placementName string, key manifest.
 	t.live = live
 	t.result.ObservedGeneration = live.GetGeneration()
 	if len(drifts) == 0 {
-		t.digest = diff.Digest(live)
+		t.setSynced(live)
 		t.result.Drifts = nil
 		t.firstDrifted = time.Time{}
 		if t.result.Applied.Reason == api.ManifestFoundDriftsReason {

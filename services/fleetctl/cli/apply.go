@@ -69,7 +69,7 @@ nothing ("unchanged").`,
 	return cmd
 }
 
-// loadProblems prints every problem and returns the error that ends the command.
+// reportProblems prints every problem and returns the error that ends the command.
 func (a *app) reportProblems(problems []manifest.Problem) error {
 	sources := map[string]bool{}
 	for _, p := range problems {

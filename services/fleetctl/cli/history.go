@@ -12,7 +12,7 @@ import (
 	"github.com/flotilla-dev/flotilla/services/fleetctl/query"
 )
 
-// outputFlag parses a -o limited to table, wide, yaml and json.
+// parseReportOutput parses a -o limited to table, wide, yaml and json.
 func parseReportOutput(s string) (printer.Output, error) {
 	out, err := printer.ParseOutput(s)
 	if err != nil {
