@@ -69,6 +69,7 @@ func (a *Applier) Apply(ctx context.Context, w *events.WorkDesired) (*events.Wor
 		r.objects[i] = t
 	}
 
+	fmt.Println("DEBUG parse", time.Since(r.now))
 	if err := a.probe(ctx); err != nil {
 		for _, t := range r.objects {
 			t.fail(api.ManifestApplyFailedReason, err)
@@ -77,8 +78,22 @@ func (a *Applier) Apply(ctx context.Context, w *events.WorkDesired) (*events.Wor
 		return p.report, fmt.Errorf("apply placement %s: %w", w.Placement, err)
 	}
 
+	// The first run of a placement in this process looks for every object
+	// it owns, to remove those it no longer wants; that search runs beside
+	// the apply.
+	var scan chan scanResult
+	if r.strategy.Type != api.ApplyStrategyTypeReportDiff && !p.scanned {
+		scan = make(chan scanResult, 1)
+		go func() {
+			refs, err := a.scanOwned(ctx, w.Placement)
+			scan <- scanResult{refs, err}
+		}()
+	}
+
 	for _, wave := range manifest.ByWave(r.objects, func(t *tracked) int { return t.obj.Wave }) {
+		ws := time.Now()
 		forEach(ctx, a.workers, wave, func(t *tracked) { r.process(ctx, t) })
+		fmt.Println("DEBUG wave", wave[0].obj.Wave, len(wave), time.Since(ws))
 		if wave[0].obj.Wave == manifest.WaveFoundation {
 			a.waitForCRDs(ctx, r.appliedCRDs())
 		}
@@ -86,7 +101,9 @@ func (a *Applier) Apply(ctx context.Context, w *events.WorkDesired) (*events.Wor
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("apply placement %s: %w", w.Placement, err)
 	}
-	if err := r.pruneStale(ctx, prev); err != nil {
+	ps := time.Now()
+	defer func() { fmt.Println("DEBUG prune+commit", time.Since(ps)) }()
+	if err := r.pruneStale(ctx, prev, scan); err != nil {
 		a.log.Warn("removing objects the placement no longer wants failed; will retry on the next run",
 			"placement", w.Placement, "err", err)
 	}
@@ -109,6 +126,32 @@ type run struct {
 
 	mu        sync.Mutex
 	takeovers []events.TakeoverDecision
+	// created holds the namespaces this run created: nothing can have been
+	// in them before, so their objects need no read before the apply.
+	created map[string]bool
+}
+
+type scanResult struct {
+	refs []ownedRef
+	err  error
+}
+
+func (r *run) createdNamespace(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.created == nil {
+		r.created = map[string]bool{}
+	}
+	r.created[name] = true
+}
+
+func (r *run) inCreatedNamespace(t *tracked) bool {
+	if !t.namespaced {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.created[t.obj.Object.GetNamespace()]
 }
 
 // commit makes the run's objects the placement's state and builds its report.
@@ -163,10 +206,16 @@ func (r *run) process(ctx context.Context, t *tracked) {
 	}
 	defer a.objLocks.lock(t.obj.Key())()
 
-	live, err := a.get(ctx, t)
-	if err != nil {
-		r.fail(t, api.ManifestApplyFailedReason, err)
-		return
+	// An object in a namespace this run created cannot exist yet (short of
+	// someone creating it in the same milliseconds): skip the read. On a
+	// fresh member this halves the requests.
+	var live *unstructured.Unstructured
+	if !r.inCreatedNamespace(t) {
+		var err error
+		if live, err = a.get(ctx, t); err != nil {
+			r.fail(t, api.ManifestApplyFailedReason, err)
+			return
+		}
 	}
 	t.live = live
 
@@ -243,6 +292,9 @@ func (r *run) process(ctx context.Context, t *tracked) {
 	t.result.Applied = appliedOK(takingOver)
 	if takingOver {
 		r.decide(t, TakenOver, nil)
+	}
+	if live == nil && t.obj.Resource.Group == "" && t.obj.Resource.Kind == "Namespace" {
+		r.createdNamespace(t.obj.Object.GetName())
 	}
 }
 

@@ -89,8 +89,11 @@ func (a *Applier) Delete(ctx context.Context, placementName string, strategy api
 // state no longer lists. It is skipped when a manifest could not be decoded
 // (its object cannot be told apart from a stale one) or the member is
 // unreachable.
-func (r *run) pruneStale(ctx context.Context, prev map[manifest.Key]*tracked) error {
+func (r *run) pruneStale(ctx context.Context, prev map[manifest.Key]*tracked, scan <-chan scanResult) error {
 	if r.strategy.Type == api.ApplyStrategyTypeReportDiff || r.unreachable.Load() {
+		return nil
+	}
+	if scan == nil && !r.p.scanned {
 		return nil
 	}
 	want := map[manifest.Key]bool{}
@@ -101,8 +104,9 @@ func (r *run) pruneStale(ctx context.Context, prev map[manifest.Key]*tracked) er
 		want[t.obj.Key()] = true
 	}
 	var stale []ownedRef
-	if !r.p.scanned {
-		refs, err := r.a.scanOwned(ctx, r.w.Placement)
+	if scan != nil {
+		res := <-scan
+		refs, err := res.refs, res.err
 		if err != nil {
 			return err
 		}
