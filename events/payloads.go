@@ -158,10 +158,14 @@ type ClusterRollout struct {
 
 // RolloutProgressed reports the rollout of a placement's current snapshot.
 type RolloutProgressed struct {
-	Placement     string           `json:"placement"`
-	Generation    int64            `json:"generation"`
-	ResourceIndex int64            `json:"resourceIndex"`
-	Clusters      []ClusterRollout `json:"clusters"`
+	Placement     string `json:"placement"`
+	Generation    int64  `json:"generation"`
+	ResourceIndex int64  `json:"resourceIndex"`
+	// Reason and Message report a problem of the whole placement, such as
+	// InvalidResourceSelectors, also when no cluster is scheduled.
+	Reason   string           `json:"reason,omitempty"`
+	Message  string           `json:"message,omitempty"`
+	Clusters []ClusterRollout `json:"clusters"`
 }
 
 // ManifestResult is the outcome of one manifest on one cluster.

@@ -98,7 +98,7 @@ func WithInProgressInterval(d time.Duration) Option {
 
 // WithMaxBuffered bounds how many messages are pulled ahead of the handler.
 // Their AckWait runs while they wait, so keep it small for slow handlers.
-// Default the client's (500).
+// Default 32.
 func WithMaxBuffered(n int) Option {
 	return func(o *consumeOptions) { o.maxBuffer = n }
 }
@@ -119,6 +119,7 @@ func Consume(ctx context.Context, js jetstream.JetStream, stream, consumer strin
 		logger:    slog.Default(),
 		retryBase: 250 * time.Millisecond,
 		retryMax:  30 * time.Second,
+		maxBuffer: defaultBuffered,
 	}
 	for _, opt := range opts {
 		opt(&o)
@@ -198,6 +199,15 @@ func Consume(ctx context.Context, js jetstream.JetStream, stream, consumer strin
 	}
 }
 
+// shutdownRedelivery is how long a message handed back at shutdown waits
+// before it is delivered again.
+const shutdownRedelivery = time.Second
+
+// defaultBuffered bounds the messages pulled ahead of the handler. Handlers
+// run one at a time, so a deep buffer buys little and, at shutdown, hands
+// many messages back at once.
+const defaultBuffered = 32
+
 // worker handles the messages of one Consume call, one at a time.
 type worker struct {
 	js         jetstream.JetStream
@@ -229,7 +239,9 @@ func (w *worker) handle(ctx context.Context, msg jetstream.Msg) {
 			w.deadLetter(ctx, msg, m, fmt.Sprintf("The consumer stopped while the message was on its last allowed delivery (%d).", m.NumDelivered))
 			return
 		}
-		_ = msg.Nak()
+		// A short delay, so that replicas stopping together (a rolling
+		// restart) do not bounce it between them and use up its deliveries.
+		_ = msg.NakWithDelay(shutdownRedelivery)
 		return
 	}
 

@@ -54,6 +54,13 @@ type Options struct {
 	N       int
 	// Dir is where the environment's scratch directory is created (default os.TempDir()).
 	Dir string
+	// DataDir keeps the environment in this directory across runs, for the quick start: etcd's
+	// data, the service-account keys, and per member its serving certificate, token, port and
+	// kubeconfig. A later Start with the same DataDir brings the same clusters back, on the
+	// same ports when they are still free, so kubeconfigs written before stay valid. etcd
+	// syncs its writes, and Stop shuts the processes down gracefully and leaves the
+	// directory. Empty: a throwaway environment in a scratch directory under Dir.
+	DataDir string
 	// BinDir holds etcd, kube-apiserver and kube-controller-manager (default BinDir()).
 	BinDir string
 	// NoControllerManager runs API servers alone: namespaces then never finish deleting and
@@ -79,6 +86,9 @@ type Env struct {
 	etcdURL     string
 	saKey       string // service-account signing key (private)
 	saPub       string // and its public half, for verification
+	// persistent: dir is the caller's DataDir, kept by Stop; ports records the ports used.
+	persistent bool
+	ports      *portBook
 
 	mu      sync.Mutex
 	members map[string]*member
@@ -87,6 +97,7 @@ type Env struct {
 }
 
 type member struct {
+	graceful   bool // stop with SIGTERM and a grace period (persistent data)
 	name       string
 	dir        string
 	url        string
@@ -118,20 +129,38 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 			return nil, fmt.Errorf("start members: %w", err)
 		}
 	}
-	base := opts.Dir
-	if base == "" {
-		base = os.TempDir()
-	}
-	dir, err := proc.ScratchDir(base, "flotilla-kube-")
-	if err != nil {
-		return nil, fmt.Errorf("start members: %w", err)
+	var dir string
+	if opts.DataDir != "" {
+		var err error
+		if dir, err = filepath.Abs(opts.DataDir); err == nil {
+			err = os.MkdirAll(dir, 0o755)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("start members: data dir: %w", err)
+		}
+	} else {
+		base := opts.Dir
+		if base == "" {
+			base = os.TempDir()
+		}
+		var err error
+		if dir, err = proc.ScratchDir(base, "flotilla-kube-"); err != nil {
+			return nil, fmt.Errorf("start members: %w", err)
+		}
 	}
 	e := &Env{
-		binDir:  binDir,
-		dir:     dir,
-		log:     opts.Log,
-		timeout: opts.ReadyTimeout,
-		members: map[string]*member{},
+		binDir:     binDir,
+		dir:        dir,
+		log:        opts.Log,
+		timeout:    opts.ReadyTimeout,
+		members:    map[string]*member{},
+		persistent: opts.DataDir != "",
+		ports:      &portBook{path: filepath.Join(dir, portsFile)},
+	}
+	if e.persistent {
+		if err := e.ports.load(); err != nil {
+			return nil, fmt.Errorf("start members: %w", err)
+		}
 	}
 	if e.log == nil {
 		e.log = io.Discard
@@ -205,8 +234,14 @@ func (e *Env) AddMembers(ctx context.Context, names ...string) error {
 }
 
 // writeServiceAccountKey makes the RSA key pair the API servers sign and verify service
-// account tokens with.
+// account tokens with; a persistent environment keeps the pair it made before, so tokens
+// issued then stay valid.
 func (e *Env) writeServiceAccountKey() error {
+	e.saKey = filepath.Join(e.dir, "sa.key")
+	e.saPub = filepath.Join(e.dir, "sa.pub")
+	if e.persistent && fileExists(e.saKey) && fileExists(e.saPub) {
+		return nil
+	}
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		return fmt.Errorf("service account key: %w", err)
@@ -215,8 +250,6 @@ func (e *Env) writeServiceAccountKey() error {
 	if err != nil {
 		return fmt.Errorf("service account key: %w", err)
 	}
-	e.saKey = filepath.Join(e.dir, "sa.key")
-	e.saPub = filepath.Join(e.dir, "sa.pub")
 	privPEM := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
 	pubPEM := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub})
 	if err := os.WriteFile(e.saKey, privPEM, 0o600); err != nil {
@@ -230,11 +263,13 @@ func (e *Env) writeServiceAccountKey() error {
 
 func (e *Env) startEtcd(ctx context.Context) error {
 	begin := time.Now()
+	preferred := e.ports.etcd()
 	for attempt := 1; ; attempt++ {
-		ports, err := proc.FreePorts(2)
+		ports, err := proc.PreferPorts(preferred)
 		if err != nil {
 			return err
 		}
+		preferred = []int{0, 0} // a retry takes fresh ports
 		client := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
 		peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
 		args := []string{
@@ -245,8 +280,10 @@ func (e *Env) startEtcd(ctx context.Context) error {
 			"--listen-peer-urls=" + peer,
 			"--initial-advertise-peer-urls=" + peer,
 			"--initial-cluster=flotilla=" + peer,
-			"--unsafe-no-fsync", // throwaway data
 			"--log-level=warn",
+		}
+		if !e.persistent {
+			args = append(args, "--unsafe-no-fsync") // throwaway data
 		}
 		p, err := e.run("etcd", filepath.Join(e.binDir, "etcd"), args, filepath.Join(e.dir, "etcd.log"))
 		if err != nil {
@@ -259,7 +296,7 @@ func (e *Env) startEtcd(ctx context.Context) error {
 		if err == nil {
 			fmt.Fprintf(e.log, "kube: etcd ready at %s in %s\n", client, time.Since(begin).Round(time.Millisecond))
 			go e.watch(p)
-			return nil
+			return e.ports.setEtcd(ports[0], ports[1])
 		}
 		p.stop()
 		if attempt == 3 || !p.bindFailed() {
@@ -269,25 +306,32 @@ func (e *Env) startEtcd(ctx context.Context) error {
 }
 
 func (e *Env) startMember(ctx context.Context, name string) (*member, error) {
-	m := &member{name: name, dir: filepath.Join(e.dir, name)}
+	m := &member{name: name, dir: filepath.Join(e.dir, name), graceful: e.persistent}
 	if err := os.MkdirAll(filepath.Join(m.dir, "certs"), 0o755); err != nil {
 		return nil, fmt.Errorf("start member %s: %w", name, err)
 	}
-	tok := make([]byte, 16)
-	rand.Read(tok)
-	m.token = hex.EncodeToString(tok)
 	// token,user,uid,groups: an administrator, allowed everything through system:masters.
 	tokens := filepath.Join(m.dir, "tokens.csv")
-	if err := os.WriteFile(tokens, []byte(m.token+",admin,admin,system:masters\n"), 0o600); err != nil {
-		return nil, fmt.Errorf("start member %s: %w", name, err)
+	if e.persistent {
+		m.token = readToken(tokens)
+	}
+	if m.token == "" {
+		tok := make([]byte, 16)
+		rand.Read(tok)
+		m.token = hex.EncodeToString(tok)
+		if err := os.WriteFile(tokens, []byte(m.token+",admin,admin,system:masters\n"), 0o600); err != nil {
+			return nil, fmt.Errorf("start member %s: %w", name, err)
+		}
 	}
 
 	begin := time.Now()
+	preferred := e.ports.member(name)
 	for attempt := 1; ; attempt++ {
-		ports, err := proc.FreePorts(1)
+		ports, err := proc.PreferPorts([]int{preferred})
 		if err != nil {
 			return nil, fmt.Errorf("start member %s: %w", name, err)
 		}
+		preferred = 0 // a retry takes a fresh port
 		m.url = fmt.Sprintf("https://127.0.0.1:%d", ports[0])
 		args := []string{
 			"--etcd-servers=" + e.etcdURL,
@@ -330,6 +374,10 @@ func (e *Env) startMember(ctx context.Context, name string) (*member, error) {
 	m.ready = time.Since(begin)
 	fmt.Fprintf(e.log, "kube: %s kube-apiserver ready at %s in %s\n", name, m.url, m.ready.Round(time.Millisecond))
 	go e.watch(m.apiserver)
+	if err := e.ports.setMember(name, port(m.url)); err != nil {
+		m.apiserver.stop()
+		return nil, fmt.Errorf("start member %s: %w", name, err)
+	}
 
 	if err := m.writeKubeconfig(ctx); err != nil {
 		m.apiserver.stop()
@@ -494,13 +542,26 @@ func (e *Env) StopMember(name string) error {
 }
 
 func (m *member) stop() {
-	if m.kcm != nil {
-		m.kcm.stop()
+	if !m.graceful {
+		if m.kcm != nil {
+			m.kcm.stop()
+		}
+		m.apiserver.stop()
+		return
 	}
-	m.apiserver.stop()
+	if m.kcm != nil {
+		m.kcm.stopWith(syscall.SIGTERM, gracePeriod)
+	}
+	m.apiserver.stopWith(syscall.SIGTERM, gracePeriod)
 }
 
-// Stop kills every process and removes the scratch directory. It is safe to call more than once.
+// gracePeriod bounds a graceful stop of a persistent environment's processes before they are
+// killed.
+const gracePeriod = 20 * time.Second
+
+// Stop kills every process and removes the scratch directory; a persistent environment's
+// processes are asked to exit (SIGTERM) and given time to, and its directory is kept. It is
+// safe to call more than once.
 func (e *Env) Stop() error {
 	e.mu.Lock()
 	if e.stopped {
@@ -519,7 +580,14 @@ func (e *Env) Stop() error {
 	}
 	wg.Wait()
 	if e.etcd != nil {
-		e.etcd.stop()
+		if e.persistent {
+			e.etcd.stopWith(syscall.SIGTERM, gracePeriod)
+		} else {
+			e.etcd.stop()
+		}
+	}
+	if e.persistent {
+		return nil
 	}
 	if err := os.RemoveAll(e.dir); err != nil {
 		return fmt.Errorf("stop members: %w", err)
@@ -557,9 +625,12 @@ func (e *Env) run(name, bin string, args []string, logPath string) (*process, er
 }
 
 // stop kills the process group at once: everything here is throwaway.
-func (p *process) stop() {
+func (p *process) stop() { p.stopWith(syscall.SIGKILL, 0) }
+
+// stopWith sends sig to the process group and kills it if it has not exited within grace.
+func (p *process) stopWith(sig syscall.Signal, grace time.Duration) {
 	p.once.Do(func() {
-		proc.Stop(p.cmd, p.done, syscall.SIGKILL, 0)
+		proc.Stop(p.cmd, p.done, sig, grace)
 		p.logf.Close()
 	})
 }

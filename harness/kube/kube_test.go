@@ -3,6 +3,8 @@ package kube_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -228,5 +230,68 @@ func TestMissingBinariesSayHowToBuildThem(t *testing.T) {
 	_, err = kube.Start(t.Context(), kube.Options{})
 	if err == nil || !strings.Contains(err.Error(), "make kube-bins") {
 		t.Errorf("Start without binaries: %v", err)
+	}
+}
+
+func TestDataDirBringsTheSameClustersBack(t *testing.T) {
+	dir := t.TempDir()
+	start := func() *kube.Env {
+		t.Helper()
+		env, err := kube.Start(t.Context(), kube.Options{DataDir: dir, Members: []string{"member-1"}, NoControllerManager: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { env.Stop() })
+		return env
+	}
+	env := start()
+	t.Logf("member-1 ready in %s", env.ReadyTime("member-1"))
+	kubeconfig, err := os.ReadFile(env.Kubeconfig("member-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := func(t *testing.T) dynamic.Interface {
+		// The kubeconfig as it was written by the first start: a user's copy of it must
+		// keep working.
+		rc, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := dynamic.NewForConfig(rc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	apply(t, client(t), namespaces, map[string]any{
+		"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "shop"},
+	})
+	created := apply(t, client(t), configMaps, map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "settings", "namespace": "shop"},
+		"data":     map[string]any{"color": "blue"},
+	})
+	if err := env.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "member-1", "certs", "apiserver.crt")); err != nil {
+		t.Fatalf("Stop removed the data dir: %v", err)
+	}
+
+	env = start()
+	t.Logf("member-1 back in %s", env.ReadyTime("member-1"))
+	got, err := client(t).Resource(configMaps).Namespace("shop").Get(t.Context(), "settings", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the kubeconfig written before the restart no longer reaches the member's data: %v", err)
+	}
+	if got.GetUID() != created.GetUID() {
+		t.Fatalf("configmap uid %s after the restart, %s before: not the same object", got.GetUID(), created.GetUID())
+	}
+	now, err := os.ReadFile(env.Kubeconfig("member-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(now) != string(kubeconfig) {
+		t.Errorf("the kubeconfig changed across the restart:\n%s\nwas\n%s", now, kubeconfig)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/flotilla-dev/flotilla/harness/internal/proc"
@@ -53,6 +54,13 @@ type Options struct {
 	// running as root, since the server then runs as another user who must be able to reach it;
 	// a t.TempDir() is not reachable, its parents being 0700).
 	Dir string
+	// DataDir keeps the server's cluster in this directory across runs, for the quick start:
+	// initdb runs only when it holds no cluster yet, the server comes back on the port it had
+	// when that is still free, durability settings are PostgreSQL's defaults, and Stop shuts
+	// the server down cleanly and leaves the directory in place. Empty: a throwaway server in a
+	// scratch directory under Dir. When running as root the server's user must be able to
+	// reach DataDir's parent (see Reachable).
+	DataDir string
 	// Log receives the steps taken (binaries found, user, port). Nil discards them.
 	Log io.Writer
 }
@@ -64,6 +72,8 @@ type Server struct {
 	port     int
 	external bool
 	started  time.Duration // how long start took; 0 for an external server
+	// persistent: the server's directory is the caller's DataDir, kept by Stop.
+	persistent bool
 
 	// Set for a server we started.
 	dir  string
@@ -262,7 +272,68 @@ func startLocal(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start postgres: %w", err)
 	}
-	base := opts.Dir
+	persistent := opts.DataDir != ""
+	var dir string
+	if persistent {
+		dir, err = dataDirFor(opts.DataDir, as)
+	} else {
+		dir, err = scratchDirFor(opts.Dir, as)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("start postgres: %w", err)
+	}
+	kind := "scratch dir"
+	if persistent {
+		kind = "data dir"
+	}
+	fmt.Fprintf(logw, "postgres: binaries in %s, %s %s, running as %s\n", binDir, kind, dir, userName(as))
+
+	s := &Server{dir: dir, persistent: persistent, templates: map[string]string{}}
+	fail := func(err error) (*Server, error) {
+		s.Stop()
+		if !persistent {
+			os.RemoveAll(dir)
+		}
+		return nil, fmt.Errorf("start postgres: %w", err)
+	}
+	dataDir := filepath.Join(dir, "data")
+	if persistent && hasCluster(dataDir) {
+		fmt.Fprintf(logw, "postgres: reusing the cluster in %s\n", dataDir)
+		removeForeignLock(dataDir)
+	} else if err := s.initdb(ctx, binDir, dataDir, as); err != nil {
+		return fail(err)
+	}
+	preferred := 0
+	if persistent {
+		preferred = readPort(dir)
+	}
+	// A port can be taken between choosing and binding it; try a few.
+	for attempt := 1; ; attempt++ {
+		err = s.run(ctx, binDir, dataDir, as, preferred)
+		if err == nil {
+			break
+		}
+		if attempt == 3 || !strings.Contains(proc.Tail(s.logPath(), 20), "could not bind") {
+			return fail(err)
+		}
+		fmt.Fprintf(logw, "postgres: port %d was taken, trying another\n", s.port)
+		preferred = 0
+	}
+	if persistent {
+		if err := writePort(dir, s.port); err != nil {
+			return fail(err)
+		}
+	}
+	if err := s.readVersion(ctx); err != nil {
+		return fail(err)
+	}
+	s.started = time.Since(begin)
+	fmt.Fprintf(logw, "postgres: PostgreSQL %s ready on 127.0.0.1:%d in %s\n", s.version, s.port, s.started.Round(time.Millisecond))
+	return s, nil
+}
+
+// scratchDirFor creates a throwaway server's directory under base.
+func scratchDirFor(base string, as *runAs) (string, error) {
 	if base == "" {
 		base = os.TempDir()
 		if as != nil {
@@ -272,50 +343,107 @@ func startLocal(ctx context.Context, opts Options) (*Server, error) {
 	}
 	if as != nil {
 		if err := traversable(base, as); err != nil {
-			return nil, fmt.Errorf("start postgres: %w", err)
+			return "", err
 		}
 	}
 	dir, err := proc.ScratchDir(base, scratchPrefix)
 	if err != nil {
-		return nil, fmt.Errorf("start postgres: %w", err)
+		return "", err
+	}
+	if err := handOver(dir, as); err != nil {
+		os.RemoveAll(dir)
+		return "", err
+	}
+	return dir, nil
+}
+
+// dataDirFor creates a persistent server's directory, or checks the one a previous run made.
+func dataDirFor(dir string, as *runAs) (string, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("create data dir: %w", err)
+	}
+	if err := handOver(dir, as); err != nil {
+		return "", err
 	}
 	if as != nil {
-		// The server's user owns the directory (0700): initdb creates the data directory in it
-		// and the server puts its socket there.
-		if err := os.Chown(dir, int(as.uid), int(as.gid)); err != nil {
-			os.RemoveAll(dir)
-			return nil, fmt.Errorf("start postgres: hand %s to user %s: %w", dir, as.name, err)
+		if err := traversable(dir, as); err != nil {
+			return "", err
 		}
 	}
-	fmt.Fprintf(logw, "postgres: binaries in %s, scratch dir %s, running as %s\n", binDir, dir, userName(as))
+	return dir, nil
+}
 
-	s := &Server{dir: dir, templates: map[string]string{}}
-	fail := func(err error) (*Server, error) {
-		s.Stop()
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("start postgres: %w", err)
+// handOver gives dir to the server's user (0700): initdb creates the data directory in it and
+// the server writes its log (and a throwaway server its socket) there.
+func handOver(dir string, as *runAs) error {
+	if as == nil {
+		return nil
 	}
-	dataDir := filepath.Join(dir, "data")
-	if err := s.initdb(ctx, binDir, dataDir, as); err != nil {
-		return fail(err)
+	if err := os.Chown(dir, int(as.uid), int(as.gid)); err != nil {
+		return fmt.Errorf("hand %s to user %s: %w", dir, as.name, err)
 	}
-	// A port can be taken between choosing and binding it; try a few.
-	for attempt := 1; ; attempt++ {
-		err = s.run(ctx, binDir, dataDir, as)
-		if err == nil {
-			break
-		}
-		if attempt == 3 || !strings.Contains(proc.Tail(s.logPath(), 20), "could not bind") {
-			return fail(err)
-		}
-		fmt.Fprintf(logw, "postgres: port %d was taken, trying another\n", s.port)
+	return nil
+}
+
+// Reachable reports whether a server started here could keep its files in dir, which must
+// exist: when running as root the server runs as an unprivileged user, who must be able to
+// search every directory from / down to dir. The error says what to do otherwise.
+func Reachable(dir string) error {
+	as, err := unprivilegedUser()
+	if err != nil || as == nil {
+		return err
 	}
-	if err := s.readVersion(ctx); err != nil {
-		return fail(err)
+	return traversable(dir, as)
+}
+
+// hasCluster reports whether dataDir holds a database cluster made by initdb.
+func hasCluster(dataDir string) bool {
+	_, err := os.Stat(filepath.Join(dataDir, "PG_VERSION"))
+	return err == nil
+}
+
+// removeForeignLock removes a postmaster.pid left by a server that was killed, when its pid
+// now belongs to another program: PostgreSQL would refuse to start, taking that program for
+// another server. A lock whose process is gone PostgreSQL removes itself.
+func removeForeignLock(dataDir string) {
+	lock := filepath.Join(dataDir, "postmaster.pid")
+	b, err := os.ReadFile(lock)
+	if err != nil {
+		return
 	}
-	s.started = time.Since(begin)
-	fmt.Fprintf(logw, "postgres: PostgreSQL %s ready on 127.0.0.1:%d in %s\n", s.version, s.port, s.started.Round(time.Millisecond))
-	return s, nil
+	first, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(first))
+	if err != nil || pid <= 0 {
+		return
+	}
+	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	if err != nil || strings.TrimSpace(string(comm)) == "postgres" {
+		return // gone (PostgreSQL copes), unknowable, or a server really running
+	}
+	os.Remove(lock)
+}
+
+// portFile records a persistent server's port, so that it comes back where it was.
+const portFile = "port"
+
+func readPort(dir string) int {
+	b, err := os.ReadFile(filepath.Join(dir, portFile))
+	if err != nil {
+		return 0
+	}
+	port, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return port
+}
+
+func writePort(dir string, port int) error {
+	if err := os.WriteFile(filepath.Join(dir, portFile), []byte(strconv.Itoa(port)+"\n"), 0o644); err != nil {
+		return fmt.Errorf("record port: %w", err)
+	}
+	return nil
 }
 
 func userName(as *runAs) string {
@@ -334,7 +462,9 @@ func (s *Server) initdb(ctx context.Context, binDir, dataDir string, as *runAs) 
 		"--auth=trust",
 		"--encoding=UTF8",
 		"--locale=C",
-		"--no-sync", // a throwaway cluster need not survive a power cut
+	}
+	if !s.persistent {
+		args = append(args, "--no-sync") // a throwaway cluster need not survive a power cut
 	}
 	cmd, logf, err := proc.Command(filepath.Join(binDir, "initdb"), args, filepath.Join(s.dir, "initdb.log"))
 	if err != nil {
@@ -346,20 +476,27 @@ func (s *Server) initdb(ctx context.Context, binDir, dataDir string, as *runAs) 
 	if err := runContext(ctx, cmd); err != nil {
 		return fmt.Errorf("initdb: %w\n%s", err, proc.Tail(filepath.Join(s.dir, "initdb.log"), 20))
 	}
-	// Settings for speed over durability, and a socket inside the scratch directory so
-	// nothing is written to /var/run/postgresql.
+	// A throwaway server trades durability for speed and puts its socket inside the scratch
+	// directory, so nothing is written to /var/run/postgresql. A persistent one keeps the
+	// defaults and listens on TCP only: a socket path inside a deep data directory could
+	// exceed the kernel's limit on its length.
 	conf := `
-# flotilla test harness
+# flotilla harness
 listen_addresses = '127.0.0.1'
-unix_socket_directories = '` + s.dir + `'
-fsync = off
-synchronous_commit = off
-full_page_writes = off
-autovacuum = off
 max_connections = 200
 dynamic_shared_memory_type = mmap
 log_min_messages = warning
 `
+	if s.persistent {
+		conf += "unix_socket_directories = ''\n"
+	} else {
+		conf += "unix_socket_directories = '" + s.dir + `'
+fsync = off
+synchronous_commit = off
+full_page_writes = off
+autovacuum = off
+`
+	}
 	f, err := os.OpenFile(filepath.Join(dataDir, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		return fmt.Errorf("configure: %w", err)
@@ -389,12 +526,14 @@ func runContext(ctx context.Context, cmd *exec.Cmd) error {
 }
 
 // run starts the postmaster as our own child (not daemonised by pg_ctl), so the kernel kills it
-// if the test binary dies, and waits until it accepts connections.
-func (s *Server) run(ctx context.Context, binDir, dataDir string, as *runAs) error {
-	port, err := proc.FreePort()
+// if the test binary dies, and waits until it accepts connections. It listens on preferred
+// when that is set and free.
+func (s *Server) run(ctx context.Context, binDir, dataDir string, as *runAs, preferred int) error {
+	ports, err := proc.PreferPorts([]int{preferred})
 	if err != nil {
 		return err
 	}
+	port := ports[0]
 	s.port = port
 	cmd, logf, err := proc.Command(filepath.Join(binDir, "postgres"), []string{"-D", dataDir, "-p", strconv.Itoa(port)}, s.logPath())
 	if err != nil {
@@ -535,6 +674,23 @@ func (s *Server) NewDatabase(ctx context.Context, template string) (string, erro
 	return withDatabase(s.adminURL, db), nil
 }
 
+// EnsureDatabase creates the database name unless it exists, and returns its URL. Unlike
+// NewDatabase's, the database is the caller's to keep: Stop never drops it.
+func (s *Server) EnsureDatabase(ctx context.Context, name string) (string, error) {
+	var exists bool
+	if err := s.admin.QueryRow(ctx, "select exists (select 1 from pg_database where datname = $1)", name).Scan(&exists); err != nil {
+		return "", fmt.Errorf("ensure database %s: %w", name, err)
+	}
+	if !exists {
+		_, err := s.admin.Exec(ctx, "create database "+pgx.Identifier{name}.Sanitize())
+		var pgErr *pgconn.PgError
+		if err != nil && !(errors.As(err, &pgErr) && pgErr.Code == "42P04") { // duplicate_database: created meanwhile
+			return "", fmt.Errorf("ensure database %s: %w", name, err)
+		}
+	}
+	return s.DatabaseURL(name), nil
+}
+
 // DropDatabase drops a database made by NewDatabase, disconnecting anyone still connected.
 func (s *Server) DropDatabase(ctx context.Context, dbURL string) error {
 	name, err := databaseName(dbURL)
@@ -550,9 +706,10 @@ func (s *Server) DropDatabase(ctx context.Context, dbURL string) error {
 	return nil
 }
 
-// Stop ends a server started here (an immediate shutdown: it is throwaway) and removes its
-// directory. For an external server it drops the databases this Server created. Stop is safe
-// to call more than once.
+// Stop ends a server started here and removes its directory: an immediate shutdown, since it
+// is throwaway, or for a server with a DataDir a fast shutdown (a clean checkpoint) that
+// leaves the directory in place. For an external server it drops the databases this Server
+// created. Stop is safe to call more than once.
 func (s *Server) Stop() error {
 	s.mu.Lock()
 	if s.stopped {
@@ -578,7 +735,7 @@ func (s *Server) Stop() error {
 	}
 	s.closeAdmin()
 	s.stopProcess()
-	if s.dir != "" {
+	if s.dir != "" && !s.persistent {
 		if err := os.RemoveAll(s.dir); err != nil {
 			errs = append(errs, err)
 		}
@@ -597,12 +754,17 @@ func (s *Server) closeAdmin() {
 }
 
 // stopProcess sends SIGQUIT, PostgreSQL's immediate shutdown (what pg_ctl stop -m immediate
-// sends), to the postmaster's group and waits for it.
+// sends), to the postmaster's group and waits for it; for a persistent server SIGINT, the fast
+// shutdown, which checkpoints so the next start needs no recovery.
 func (s *Server) stopProcess() {
 	if s.cmd == nil {
 		return
 	}
-	proc.Stop(s.cmd, s.done, syscall.SIGQUIT, 10*time.Second)
+	if s.persistent {
+		proc.Stop(s.cmd, s.done, syscall.SIGINT, time.Minute)
+	} else {
+		proc.Stop(s.cmd, s.done, syscall.SIGQUIT, 10*time.Second)
+	}
 	s.logf.Close()
 	s.cmd = nil
 }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -168,5 +171,93 @@ func TestRootNeedsAReachableDirectory(t *testing.T) {
 	_, err := postgres.Start(t.Context(), postgres.Options{Dir: t.TempDir()})
 	if err == nil || !strings.Contains(err.Error(), "cannot reach") {
 		t.Fatalf("Start in an unreachable directory: %v", err)
+	}
+}
+
+// reachableTempDir is a temporary directory the server's user can reach when the tests run as
+// root (a t.TempDir() is not: its parents are 0700).
+func reachableTempDir(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		return t.TempDir()
+	}
+	dir, err := os.MkdirTemp("/tmp", "flotilla-pg-datadir-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+func TestDataDirKeepsTheClusterAcrossRestarts(t *testing.T) {
+	t.Parallel()
+	dataDir := filepath.Join(reachableTempDir(t), "postgres")
+	if err := postgres.Reachable(filepath.Dir(dataDir)); err != nil {
+		t.Fatal(err)
+	}
+
+	first, err := postgres.Start(t.Context(), postgres.Options{DataDir: dataDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { first.Stop() })
+	dbURL, err := first.EnsureDatabase(t.Context(), "shop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := connect(t, dbURL)
+	if _, err := conn.Exec(t.Context(), `create table orders (id int); insert into orders values (7)`); err != nil {
+		t.Fatal(err)
+	}
+	var fsync string
+	if err := conn.QueryRow(t.Context(), `show fsync`).Scan(&fsync); err != nil {
+		t.Fatal(err)
+	}
+	if fsync != "on" {
+		t.Errorf("a persistent server runs with fsync = %s", fsync)
+	}
+	conn.Close(t.Context())
+	if err := first.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := pgx.Connect(t.Context(), dbURL); err == nil {
+		c.Close(t.Context())
+		t.Fatal("server still accepts connections after Stop")
+	}
+	if _, err := os.Stat(filepath.Join(dataDir, "data", "PG_VERSION")); err != nil {
+		t.Fatalf("Stop removed the cluster: %v", err)
+	}
+
+	// A lock left by a killed server, whose pid now belongs to another program, must not keep
+	// the server down.
+	other := exec.Command("sleep", "60")
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Process.Kill(); other.Wait() })
+	lock := filepath.Join(dataDir, "data", "postmaster.pid")
+	if err := os.WriteFile(lock, []byte(strconv.Itoa(other.Process.Pid)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	second, err := postgres.Start(t.Context(), postgres.Options{DataDir: dataDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { second.Stop() })
+	t.Logf("restarted on port %d (was %d) in %s", second.Port(), first.Port(), second.StartDuration())
+	if second.Port() != first.Port() {
+		t.Errorf("the restarted server listens on %d, not on its previous port %d", second.Port(), first.Port())
+	}
+	again, err := second.EnsureDatabase(t.Context(), "shop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id int
+	if err := connect(t, again).QueryRow(t.Context(), `select id from orders`).Scan(&id); err != nil || id != 7 {
+		t.Fatalf("the row written before the restart is gone: id=%d err=%v", id, err)
 	}
 }

@@ -161,6 +161,9 @@ func (r *rollout) reconcile(ctx context.Context, tx pgx.Tx, p *placementRow, now
 	if latest != nil {
 		progress.ResourceIndex = latest.index
 	}
+	if p.selectionError != nil {
+		progress.Reason, progress.Message = api.InvalidResourceSelectorsReason, *p.selectionError
+	}
 	var wake *time.Time
 	later := func(t time.Time) {
 		if wake == nil || t.Before(*wake) {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -36,6 +37,28 @@ func FreePorts(n int) ([]int, error) {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return nil, fmt.Errorf("find a free port: %w", err)
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// PreferPorts returns one TCP port on 127.0.0.1 per entry of preferred: the preferred port when
+// it is set (> 0) and free, otherwise one that was free a moment ago. Persistent servers use it
+// to come back at the address they had, so that clients' configurations stay valid.
+func PreferPorts(preferred []int) ([]int, error) {
+	ports := make([]int, 0, len(preferred))
+	for _, want := range preferred {
+		var l net.Listener
+		var err error
+		if want > 0 && !slices.Contains(ports, want) {
+			l, err = net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", want))
+		}
+		if l == nil || err != nil {
+			if l, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+				return nil, fmt.Errorf("find a free port: %w", err)
+			}
 		}
 		defer l.Close()
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)

@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -64,5 +65,32 @@ func TestFreePortsAreDistinct(t *testing.T) {
 			t.Fatalf("port %d handed out twice in %v", p, ports)
 		}
 		seen[p] = true
+	}
+}
+
+func TestPreferPortsKeepsFreePreferredPorts(t *testing.T) {
+	free, err := FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	busy := taken.Addr().(*net.TCPAddr).Port
+
+	ports, err := PreferPorts([]int{free[0], busy, 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ports[0] != free[0] {
+		t.Errorf("a free preferred port was not kept: got %d, want %d", ports[0], free[0])
+	}
+	if ports[1] == busy || ports[1] == 0 {
+		t.Errorf("a port in use was handed out: %d", ports[1])
+	}
+	if ports[2] == 0 || ports[2] == ports[0] || ports[2] == ports[1] {
+		t.Errorf("ports are not distinct and set: %v", ports)
 	}
 }

@@ -69,7 +69,6 @@ func (a *Applier) Apply(ctx context.Context, w *events.WorkDesired) (*events.Wor
 		r.objects[i] = t
 	}
 
-	fmt.Println("DEBUG parse", time.Since(r.now))
 	if err := a.probe(ctx); err != nil {
 		for _, t := range r.objects {
 			t.fail(api.ManifestApplyFailedReason, err)
@@ -90,19 +89,10 @@ func (a *Applier) Apply(ctx context.Context, w *events.WorkDesired) (*events.Wor
 		}()
 	}
 
-	for _, wave := range manifest.ByWave(r.objects, func(t *tracked) int { return t.obj.Wave }) {
-		ws := time.Now()
-		forEach(ctx, a.workers, wave, func(t *tracked) { r.process(ctx, t) })
-		fmt.Println("DEBUG wave", wave[0].obj.Wave, len(wave), time.Since(ws))
-		if wave[0].obj.Wave == manifest.WaveFoundation {
-			a.waitForCRDs(ctx, r.appliedCRDs())
-		}
-	}
+	r.applyWaves(ctx)
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("apply placement %s: %w", w.Placement, err)
 	}
-	ps := time.Now()
-	defer func() { fmt.Println("DEBUG prune+commit", time.Since(ps)) }()
 	if err := r.pruneStale(ctx, prev, scan); err != nil {
 		a.log.Warn("removing objects the placement no longer wants failed; will retry on the next run",
 			"placement", w.Placement, "err", err)
@@ -112,6 +102,37 @@ func (a *Applier) Apply(ctx context.Context, w *events.WorkDesired) (*events.Wor
 		return p.report, fmt.Errorf("apply placement %s: %w", w.Placement, ErrUnreachable)
 	}
 	return p.report, nil
+}
+
+// applyWaves applies the run's objects wave by wave, each wave as soon as the
+// waves it depends on are done.
+func (r *run) applyWaves(ctx context.Context) {
+	var byWave [manifest.NumWaves][]*tracked
+	for _, t := range r.objects {
+		byWave[t.obj.Wave] = append(byWave[t.obj.Wave], t)
+	}
+	var done [manifest.NumWaves]chan struct{}
+	for i := range done {
+		done[i] = make(chan struct{})
+	}
+	var wg sync.WaitGroup
+	for wave := range manifest.NumWaves {
+		wg.Go(func() {
+			defer close(done[wave])
+			for _, p := range manifest.Prerequisites(wave) {
+				select {
+				case <-done[p]:
+				case <-ctx.Done():
+					return
+				}
+			}
+			forEach(ctx, r.a.workers, byWave[wave], func(t *tracked) { r.process(ctx, t) })
+			if wave == manifest.WaveFoundation {
+				r.a.waitForCRDs(ctx, r.appliedCRDs())
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // run is one Apply of a placement.

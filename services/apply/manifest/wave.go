@@ -8,15 +8,20 @@ import (
 )
 
 // Waves of dependency order. Objects of one wave are applied concurrently; a
-// wave starts when the one before it has finished. Deletion runs in reverse.
+// wave starts when the waves it depends on (Prerequisites) have finished.
+// Deletion runs the waves one by one in reverse.
 const (
 	// WaveFoundation: namespaces and CRDs, which other objects live in or are.
 	WaveFoundation = iota
 	// WaveConfig: policy, identity and configuration objects that workloads
 	// refer to.
 	WaveConfig
-	// WaveBinding: bindings, claims and services that refer to the above.
+	// WaveBinding: role bindings and claims that refer to the above.
 	WaveBinding
+	// WaveService: services. Nothing depends on a Service existing first,
+	// and creating them is serialised by the member's IP allocator, so they
+	// are applied beside configuration and workloads.
+	WaveService
 	// WaveWorkload: controllers and pods.
 	WaveWorkload
 	// WaveOther: custom resources and kinds not listed; their CRDs are in
@@ -51,7 +56,7 @@ var waves = map[schema.GroupKind]int{
 	{Group: "rbac.authorization.k8s.io", Kind: "ClusterRoleBinding"}:                  WaveBinding,
 	{Group: "rbac.authorization.k8s.io", Kind: "RoleBinding"}:                         WaveBinding,
 	{Group: "", Kind: "PersistentVolumeClaim"}:                                        WaveBinding,
-	{Group: "", Kind: "Service"}:                                                      WaveBinding,
+	{Group: "", Kind: "Service"}:                                                      WaveService,
 	{Group: "apps", Kind: "Deployment"}:                                               WaveWorkload,
 	{Group: "apps", Kind: "StatefulSet"}:                                              WaveWorkload,
 	{Group: "apps", Kind: "DaemonSet"}:                                                WaveWorkload,
@@ -70,6 +75,22 @@ var waves = map[schema.GroupKind]int{
 	{Group: "admissionregistration.k8s.io", Kind: "ValidatingAdmissionPolicyBinding"}: WaveAdmission,
 	{Group: "admissionregistration.k8s.io", Kind: "MutatingAdmissionPolicy"}:          WaveAdmission,
 	{Group: "admissionregistration.k8s.io", Kind: "MutatingAdmissionPolicyBinding"}:   WaveAdmission,
+}
+
+// prerequisites lists the waves each wave waits for.
+var prerequisites = [NumWaves][]int{
+	WaveFoundation: nil,
+	WaveConfig:     {WaveFoundation},
+	WaveBinding:    {WaveFoundation, WaveConfig},
+	WaveService:    {WaveFoundation},
+	WaveWorkload:   {WaveFoundation, WaveConfig, WaveBinding},
+	WaveOther:      {WaveFoundation, WaveConfig, WaveBinding, WaveService, WaveWorkload},
+	WaveAdmission:  {WaveFoundation, WaveConfig, WaveBinding, WaveService, WaveWorkload, WaveOther},
+}
+
+// Prerequisites returns the waves that must be applied before wave starts.
+func Prerequisites(wave int) []int {
+	return prerequisites[wave]
 }
 
 // WaveOf returns the wave of a kind.

@@ -70,8 +70,9 @@ func NewObject(manifest json.RawMessage) (Object, error) {
 }
 
 // skipReason says why an object in a selected namespace is not placed with
-// it: objects every namespace gets from its cluster, events, and objects a
-// controller owns (the controller's own object is placed and recreates them).
+// it: objects every namespace gets from its cluster, events, hub-side
+// policies, and objects a controller owns (the controller's own object is
+// placed and recreates them).
 func skipReason(id api.ResourceIdentifier, secretType string, owners []metav1.OwnerReference) string {
 	switch {
 	case id.Group == "" && id.Kind == "ConfigMap" && id.Name == "kube-root-ca.crt":
@@ -82,6 +83,8 @@ func skipReason(id api.ResourceIdentifier, secretType string, owners []metav1.Ow
 		return "a service account token is issued by each cluster"
 	case id.Kind == "Event" && (id.Group == "" || id.Group == "events.k8s.io"):
 		return "events are not placed"
+	case id.Group == "core.kubeadmiral.io" && (id.Kind == "PropagationPolicy" || id.Kind == "ClusterPropagationPolicy"):
+		return "a propagation policy steers placement on the hub"
 	}
 	for _, o := range owners {
 		if o.Controller != nil && *o.Controller {

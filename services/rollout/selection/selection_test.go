@@ -42,6 +42,8 @@ func hub(t *testing.T) selection.Objects {
 		obj(t, `{"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"default","namespace":"web-2"}}`),
 		obj(t, `{"apiVersion":"apps/v1","kind":"ReplicaSet","metadata":{"name":"web-5b56","namespace":"web-2",
 			"ownerReferences":[{"apiVersion":"apps/v1","kind":"Deployment","name":"web","uid":"u1","controller":true}]}}`),
+		obj(t, `{"apiVersion":"core.kubeadmiral.io/v1alpha1","kind":"PropagationPolicy","metadata":{"name":"web-pp","namespace":"web-2"},
+			"spec":{"schedulingMode":"Duplicate"}}`),
 		obj(t, `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"api","namespace":"web-3"}}`),
 		obj(t, `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"db","namespace":"other"}}`),
 		obj(t, `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{"name":"reader","labels":{"tier":"read"}}}`),
@@ -70,7 +72,7 @@ func TestSelect(t *testing.T) {
 		selectors []api.ClusterResourceSelector
 		want      []string
 	}{{
-		name:      "a namespace by name brings what is in it, envelopes as themselves, not what clusters make or controllers own",
+		name:      "a namespace by name brings what is in it, envelopes as themselves, not what clusters make, hub policies or what controllers own",
 		selectors: []api.ClusterResourceSelector{ns("web-2")},
 		want: []string{
 			"/v1/ConfigMap/web-2/envelope",

@@ -211,6 +211,12 @@ func (in *Inputs) invalidSelectors() (string, bool) {
 	if r == nil || r.Generation < in.Generation() {
 		return "", false
 	}
+	if r.Reason == api.InvalidResourceSelectorsReason {
+		if r.Message == "" {
+			return InvalidSelectorsMessage, true
+		}
+		return r.Message, true
+	}
 	for _, c := range r.Clusters {
 		if c.Reason == api.InvalidResourceSelectorsReason {
 			if c.Message == "" {

@@ -66,6 +66,16 @@ func TestPlacementConditions(t *testing.T) {
 			wantMessage: "the selector of kind Deployment is invalid: a ClusterResourcePlacement selects cluster-scoped resources",
 		},
 		{
+			name: "invalid resource selectors with no cluster scheduled",
+			build: func(w *world) {
+				w.schedule()
+				w.in.ApplyRollout(&events.RolloutProgressed{Placement: "web-2-crp", Generation: w.gen(),
+					Reason: api.InvalidResourceSelectorsReason, Message: "spec.resourceSelectors[0]: kind Pod is namespaced; select its Namespace"})
+			},
+			want:        []string{"ClusterResourcePlacementScheduled=False/InvalidResourceSelectors"},
+			wantMessage: "spec.resourceSelectors[0]: kind Pod is namespaced; select its Namespace",
+		},
+		{
 			name:  "scheduled, rollout not reported: RolloutStartedUnknown",
 			build: func(w *world) { w.schedule("member-1", "member-2").snapshot(1) },
 			want: []string{"ClusterResourcePlacementScheduled=True/SchedulingPolicyFulfilled",
