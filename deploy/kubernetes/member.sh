@@ -54,13 +54,20 @@ members() { # the member folders of OVERLAY, sorted
 }
 
 # nats_user NAME: apply-NAME's entry in accounts.conf. What a worker does on the bus, and the
-# subject each needs (events/subjects.go, events/bus/topology.go):
-#   publish results and heartbeats        flotilla.workstatus.T.>, flotilla.member.T
-#   dead-letter what it cannot apply      flotilla.deadletter.apply-T
-#   create/read its durable consumer      $JS.API.CONSUMER.CREATE|INFO.WORK.apply-T
-#   pull and acknowledge its work         $JS.API.CONSUMER.MSG.NEXT.WORK.apply-T, $JS.ACK.WORK.apply-T.>
-#   receive replies (pulls, publish acks) _INBOX.>
+# subjects it needs (T: the name as a subject token; events/subjects.go, events/bus/topology.go):
+#   publish results and heartbeats         flotilla.workstatus.T.>, flotilla.member.T
+#   dead-letter what it cannot apply       flotilla.deadletter.apply-T
+#   create/read its durable consumer       $JS.API.CONSUMER.CREATE|INFO.WORK.apply-T
+#   pull and acknowledge its work          $JS.API.CONSUMER.MSG.NEXT.WORK.apply-T, $JS.ACK.WORK.apply-T.>
+#   replay the desired state at start      consumer replay-T: CREATE (filter flotilla.work.T.> in
+#                                          the subject), INFO, MSG.NEXT, DELETE
+#   receive replies (pulls, publish acks)  _INBOX.>
 # It may not publish work (only rollout does), touch streams, or name another member.
+#
+# A consumer created through $JS.API.CONSUMER.CREATE.<stream>.<name>.<filter> must have that
+# filter (the server checks), so only that form pins a worker to its own work. The unfiltered
+# form for apply-T remains while events/bus creates the durable with FilterSubjects (which
+# nats.go sends unfiltered); it lets a worker give its own consumer another filter.
 nats_user() {
 	local name=$1 t key
 	t=$(token "$name")
@@ -81,6 +88,10 @@ nats_user() {
               "\$JS.API.CONSUMER.INFO.WORK.apply-$t"
               "\$JS.API.CONSUMER.MSG.NEXT.WORK.apply-$t"
               "\$JS.ACK.WORK.apply-$t.>"
+              "\$JS.API.CONSUMER.CREATE.WORK.replay-$t.flotilla.work.$t.>"
+              "\$JS.API.CONSUMER.INFO.WORK.replay-$t"
+              "\$JS.API.CONSUMER.MSG.NEXT.WORK.replay-$t"
+              "\$JS.API.CONSUMER.DELETE.WORK.replay-$t"
             ]
           }
           subscribe: {

@@ -3,6 +3,7 @@ package deploy
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -55,6 +56,9 @@ func natsPermissions(t *testing.T, r rendered) map[string]*server.Permissions {
 // and subjects it must not: other members', the control plane's, and stream administration.
 type confinement struct {
 	pubAllow, pubDeny, subAllow, subDeny []string
+	// pubDenyDestructive would change the server's state if a wrong configuration allowed them,
+	// so only the parsed permissions are checked for them, not the live server.
+	pubDenyDestructive []string
 }
 
 func confinementOf(member string, others []string) confinement {
@@ -69,8 +73,16 @@ func confinementOf(member string, others []string) confinement {
 			"$JS.API.CONSUMER.INFO.WORK.apply-" + m,
 			"$JS.API.CONSUMER.MSG.NEXT.WORK.apply-" + m,
 			"$JS.ACK.WORK.apply-" + m + ".1.7.3.1767225600000000000.0",
+			"$JS.API.CONSUMER.CREATE.WORK.replay-" + m + ".flotilla.work." + m + ".>",
+			"$JS.API.CONSUMER.INFO.WORK.replay-" + m,
+			"$JS.API.CONSUMER.MSG.NEXT.WORK.replay-" + m,
+			"$JS.API.CONSUMER.DELETE.WORK.replay-" + m,
 		},
 		pubDeny: []string{
+			// The replay consumer only with the member's filter named in the subject.
+			"$JS.API.CONSUMER.CREATE.WORK.replay-" + m,
+			"$JS.API.CONSUMER.CREATE.WORK.replay-" + m + ".flotilla.work.>",
+			"$JS.API.CONSUMER.CREATE.WORK.ephemeral",
 			"flotilla.work." + m + ".web", // desired state is the rollout's to write
 			"flotilla.placement.web",
 			"flotilla.hub.apps.Deployment.default.web",
@@ -78,14 +90,20 @@ func confinementOf(member string, others []string) confinement {
 			"flotilla.rollout.web",
 			"flotilla.status.web",
 			"$JS.API.STREAM.CREATE.WORK",
-			"$JS.API.STREAM.PURGE.WORK",
-			"$JS.API.STREAM.DELETE.EVENTS",
+			"$JS.API.STREAM.UPDATE.WORK",
+			"$JS.API.STREAM.NAMES",
 			"$JS.API.STREAM.INFO.WORK",
 			"$JS.API.STREAM.MSG.GET.WORK",
 			"$JS.API.DIRECT.GET.WORK",
-			"$JS.API.CONSUMER.DELETE.WORK.apply-" + m,
 			"$JS.API.CONSUMER.CREATE.EVENTS.status",
 			"$JS.API.CONSUMER.MSG.NEXT.EVENTS.status",
+		},
+		pubDenyDestructive: []string{
+			"$JS.API.STREAM.PURGE.WORK",
+			"$JS.API.STREAM.DELETE.EVENTS",
+			"$JS.API.STREAM.MSG.DELETE.WORK",
+			"$JS.API.CONSUMER.DELETE.WORK.apply-" + m,
+			"$JS.API.CONSUMER.DELETE.EVENTS.status",
 		},
 		subAllow: []string{
 			"flotilla.work." + m + ".>",
@@ -110,12 +128,18 @@ func confinementOf(member string, others []string) confinement {
 			"flotilla.deadletter.apply-"+o,
 			"$JS.API.CONSUMER.CREATE.WORK.apply-"+o,
 			"$JS.API.CONSUMER.CREATE.WORK.apply-"+o+".flotilla.work."+o+".>",
+			"$JS.API.CONSUMER.CREATE.WORK.apply-"+m+".flotilla.work."+o+".>",
+			"$JS.API.CONSUMER.CREATE.WORK.replay-"+o+".flotilla.work."+o+".>",
+			"$JS.API.CONSUMER.CREATE.WORK.replay-"+m+".flotilla.work."+o+".>",
+			"$JS.API.CONSUMER.MSG.NEXT.WORK.replay-"+o,
 			"$JS.API.CONSUMER.INFO.WORK.apply-"+o,
 			"$JS.API.CONSUMER.MSG.NEXT.WORK.apply-"+o,
-			"$JS.API.CONSUMER.DELETE.WORK.apply-"+o,
 			"$JS.API.DIRECT.GET.WORK.flotilla.work."+o+".web",
 			"$JS.ACK.WORK.apply-"+o+".1.7.3.1767225600000000000.0",
 		)
+		c.pubDenyDestructive = append(c.pubDenyDestructive,
+			"$JS.API.CONSUMER.DELETE.WORK.apply-"+o,
+			"$JS.API.CONSUMER.DELETE.WORK.replay-"+o)
 		c.subDeny = append(c.subDeny,
 			"flotilla.work."+o+".>",
 			"flotilla.work."+o+".web",
@@ -158,7 +182,7 @@ func checkWorkerConfined(t *testing.T, perms map[string]*server.Permissions, mem
 			t.Errorf("%s may not publish %s, which its work needs", user, s)
 		}
 	}
-	for _, s := range c.pubDeny {
+	for _, s := range slices.Concat(c.pubDeny, c.pubDenyDestructive) {
 		if allowed(p.Publish, s) {
 			t.Errorf("%s may publish %s", user, s)
 		}
@@ -316,6 +340,9 @@ func TestNATSConfinesApplyWorkersOnARealServer(t *testing.T) {
 // a heartbeat, acknowledge, and dead-letter what it cannot read.
 func runWorker(t *testing.T, ctx context.Context, control jetstream.JetStream, nc *nats.Conn, member string) {
 	t.Helper()
+	// A bound, so that a refused publish fails the test instead of hanging it.
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
@@ -356,10 +383,17 @@ func runWorker(t *testing.T, ctx context.Context, control jetstream.JetStream, n
 			}
 			handled <- m.Subject
 			return nil
-		}, bus.WithDoubleAck())
+		}, bus.WithDoubleAck(), bus.WithLogger(slog.New(slog.NewTextHandler(t.Output(), nil))))
 	}()
-	if got := <-handled; got != work {
-		t.Errorf("worker handled %s, want %s", got, work)
+	select {
+	case got := <-handled:
+		if got != work {
+			t.Errorf("worker handled %s, want %s", got, work)
+		}
+	case err := <-done:
+		t.Fatalf("consume stopped before handling the work: %v", err)
+	case <-ctx.Done():
+		t.Fatalf("the worker never handled its work")
 	}
 	stop()
 	if err := <-done; err != nil {

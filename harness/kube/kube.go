@@ -2,7 +2,7 @@
 // kube-apiserver (with its own etcd prefix, so members share nothing) and a
 // kube-controller-manager running the controllers that make deletion and Deployments behave as
 // on a real cluster (garbage collector, namespace, deployment, replicaset). There is no kubelet:
-// pods are created but never run.
+// pods are created but never run, unless a SimulatedNode reports them running.
 //
 // The binaries are built once from the Kubernetes and etcd Go modules by hack/kube-bins.sh.
 package kube

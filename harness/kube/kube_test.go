@@ -2,6 +2,7 @@ package kube_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -294,4 +295,72 @@ func TestDataDirBringsTheSameClustersBack(t *testing.T) {
 	if string(now) != string(kubeconfig) {
 		t.Errorf("the kubeconfig changed across the restart:\n%s\nwas\n%s", now, kubeconfig)
 	}
+}
+
+func TestSimulatedNodeMakesDeploymentsAvailable(t *testing.T) {
+	env := kube.StartT(t, 1)
+	rc := env.RESTConfig("member-1")
+	nodeDone := make(chan error, 1)
+	ctx, stop := context.WithCancel(t.Context())
+	go func() { nodeDone <- kube.SimulatedNode{Name: "node-1"}.Run(ctx, rc) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-nodeDone; err != nil {
+			t.Errorf("simulated node: %v", err)
+		}
+	})
+	c, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply(t, c, namespaces, map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "shop"}})
+	apply(t, c, deployments, map[string]any{
+		"apiVersion": "apps/v1", "kind": "Deployment",
+		"metadata": map[string]any{"name": "web", "namespace": "shop"},
+		"spec": map[string]any{
+			"replicas": int64(2),
+			"selector": map[string]any{"matchLabels": map[string]any{"app": "web"}},
+			"template": map[string]any{
+				"metadata": map[string]any{"labels": map[string]any{"app": "web"}},
+				"spec":     map[string]any{"containers": []any{map[string]any{"name": "web", "image": "nginx:1.27"}}},
+			},
+		},
+	})
+	eventually(t, "deployment web never had 2 available replicas", func(ctx context.Context) error {
+		d, err := c.Resource(deployments).Namespace("shop").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if n, _, _ := unstructured.NestedInt64(d.Object, "status", "availableReplicas"); n != 2 {
+			return fmt.Errorf("%d available replicas", n)
+		}
+		return nil
+	})
+	pods, err := c.Resource(schema.GroupVersionResource{Version: "v1", Resource: "pods"}).Namespace("shop").List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		node, _, _ := unstructured.NestedString(p.Object, "spec", "nodeName")
+		phase, _, _ := unstructured.NestedString(p.Object, "status", "phase")
+		if node != "node-1" || phase != "Running" {
+			t.Errorf("pod %s: node %q, phase %q; want node-1, Running", p.GetName(), node, phase)
+		}
+	}
+
+	// Bound pods are deleted gracefully: without someone to finish that, the namespace would
+	// never go away.
+	if err := c.Resource(namespaces).Delete(t.Context(), "shop", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "namespace shop never went away", func(ctx context.Context) error {
+		_, err := c.Resource(namespaces).Get(ctx, "shop", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return errors.New("still there")
+	})
 }

@@ -30,6 +30,7 @@ func main() {
 	flag.StringVar(&cfg.KubeconfigDir, "kubeconfig-dir", "", "run an apply worker for each <member>.kubeconfig file in this directory")
 	flag.IntVar(&cfg.LocalMembers, "local-members", 0, "start this many member clusters here, member-1 ... member-N")
 	flag.StringVar(&cfg.KubeBinDir, "kube-bin-dir", "", "directory with etcd, kube-apiserver, kube-controller-manager and kubectl (default $FLOTILLA_KUBE_BIN_DIR, then the make kube-bins cache)")
+	flag.BoolVar(&cfg.SimulatedNodes, "simulated-nodes", true, "give each local member a node that reports its pods running, though no container runs (there is no kubelet), so that Deployments become available")
 	flag.BoolVar(&cfg.Example, "example", false, "apply the quick-start example (deploy/examples/quickstart) and show its placement converge")
 	flag.StringVar(&cfg.ExamplesDir, "examples-dir", "", "directory holding quickstart/ (default deploy/examples here or in a parent directory)")
 	flag.StringVar(&logLevel, "log-level", "info", "level of the services' log in <data-dir>/flotilla.log: debug, info, warn or error")

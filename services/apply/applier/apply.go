@@ -74,6 +74,7 @@ func (a *Applier) Apply(ctx context.Context, w *events.WorkDesired) (*events.Wor
 			t.fail(api.ManifestApplyFailedReason, err)
 		}
 		r.commit(prev)
+		p.scanned = false // what it owns is unknown until it can look again
 		return p.report, fmt.Errorf("apply placement %s: %w", w.Placement, err)
 	}
 
@@ -93,11 +94,17 @@ func (a *Applier) Apply(ctx context.Context, w *events.WorkDesired) (*events.Wor
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("apply placement %s: %w", w.Placement, err)
 	}
-	if err := r.pruneStale(ctx, prev, scan); err != nil {
+	pruned, err := r.pruneStale(ctx, prev, scan)
+	if err != nil {
 		a.log.Warn("removing objects the placement no longer wants failed; will retry on the next run",
 			"placement", w.Placement, "err", err)
 	}
 	r.commit(prev)
+	if !pruned {
+		// The next run searches the member again rather than trusting
+		// this run's state to say what the placement owned before.
+		p.scanned = false
+	}
 	if r.unreachable.Load() {
 		return p.report, fmt.Errorf("apply placement %s: %w", w.Placement, ErrUnreachable)
 	}

@@ -86,32 +86,31 @@ func (a *Applier) Delete(ctx context.Context, placementName string, strategy api
 }
 
 // pruneStale removes the objects the placement owns that its new desired
-// state no longer lists. It is skipped when a manifest could not be decoded
-// (its object cannot be told apart from a stale one) or the member is
-// unreachable.
-func (r *run) pruneStale(ctx context.Context, prev map[manifest.Key]*tracked, scan <-chan scanResult) error {
-	if r.strategy.Type == api.ApplyStrategyTypeReportDiff || r.unreachable.Load() {
-		return nil
+// state no longer lists, and reports whether it did. It is skipped when a
+// manifest could not be decoded (its object cannot be told apart from a stale
+// one) or the member is unreachable.
+func (r *run) pruneStale(ctx context.Context, prev map[manifest.Key]*tracked, scan <-chan scanResult) (bool, error) {
+	if r.strategy.Type == api.ApplyStrategyTypeReportDiff {
+		return true, nil
 	}
-	if scan == nil && !r.p.scanned {
-		return nil
+	if r.unreachable.Load() || (scan == nil && !r.p.scanned) {
+		return false, nil
 	}
 	want := map[manifest.Key]bool{}
 	for _, t := range r.objects {
 		if t.obj.Object == nil || t.obj.Reason == api.ManifestDecodingErredReason {
-			return nil
+			return false, nil
 		}
 		want[t.obj.Key()] = true
 	}
 	var stale []ownedRef
 	if scan != nil {
 		res := <-scan
-		refs, err := res.refs, res.err
-		if err != nil {
-			return err
+		if res.err != nil {
+			return false, res.err
 		}
 		r.p.scanned = true
-		for _, ref := range refs {
+		for _, ref := range res.refs {
 			if !want[ref.key] {
 				stale = append(stale, ref)
 			}
@@ -124,10 +123,12 @@ func (r *run) pruneStale(ctx context.Context, prev map[manifest.Key]*tracked, sc
 		}
 	}
 	if len(stale) == 0 {
-		return nil
+		return true, nil
 	}
-	_, err := r.a.removeOwned(ctx, r.w.Placement, stale, r.w.DeleteStrategy.PropagationPolicy)
-	return err
+	if _, err := r.a.removeOwned(ctx, r.w.Placement, stale, r.w.DeleteStrategy.PropagationPolicy); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // removeOwned deletes (or with Abandon releases) refs in reverse wave order

@@ -3,6 +3,7 @@ package applier_test
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -213,5 +214,42 @@ func untouched(t *testing.T, before, after *unstructured.Unstructured) {
 	}
 	if _, marked := after.GetLabels()[manifest.ManagedByLabel]; marked {
 		t.Error("the member object carries Flotilla's mark")
+	}
+}
+
+// TestServerSideApplyConflicts: with ServerSideApply, taking over a field
+// another manager set to a different value fails with the server's conflict
+// unless serverSideApplyConfig.force is set; ClientSideApply overwrites.
+func TestServerSideApplyConflicts(t *testing.T) {
+	a := newApplier(t)
+	for _, c := range []struct {
+		name     string
+		strategy api.ApplyStrategy
+		wantOK   bool
+	}{
+		{"ssa", api.ApplyStrategy{Type: api.ApplyStrategyTypeServerSideApply}, false},
+		{"ssa-force", api.ApplyStrategy{Type: api.ApplyStrategyTypeServerSideApply, ServerSideApplyConfig: &api.ServerSideApplyConfig{ForceConflicts: true}}, true},
+		{"csa", api.ApplyStrategy{Type: api.ApplyStrategyTypeClientSideApply}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ns := name(t, "")
+			create(t, nsYAML(ns))
+			create(t, configMapYAML(ns, "app-config", "member"))
+			report, err := a.Apply(t.Context(), work(t, name(t, "crp"), c.strategy, configMapYAML(ns, "app-config", "hub")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := result(t, report, "ConfigMap", "app-config")
+			got := nested(t, get(t, configMaps, ns, "app-config"), "data", "key")
+			if c.wantOK {
+				if res.Applied.Status != "True" || got != "hub" {
+					t.Errorf("want the hub's value applied; result %s, member value %v", dump(res), got)
+				}
+				return
+			}
+			if res.Applied.Reason != api.ManifestApplyFailedReason || !strings.Contains(res.Applied.Message, "conflict") || got != "member" {
+				t.Errorf("want a conflict and the member's value kept; result %s, member value %v", dump(res), got)
+			}
+		})
 	}
 }

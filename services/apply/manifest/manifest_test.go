@@ -2,6 +2,7 @@ package manifest_test
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -77,7 +78,7 @@ status:
 	if got := u.GetAnnotations(); len(got) != 1 || got["team"] != "blue" {
 		t.Errorf("annotations = %v, want only team=blue", got)
 	}
-	if objs[0].Wave != manifest.WaveBinding || objs[0].Hash == "" {
+	if objs[0].Wave != manifest.WaveService || objs[0].Hash == "" {
 		t.Errorf("wave %d hash %q", objs[0].Wave, objs[0].Hash)
 	}
 }
@@ -195,6 +196,19 @@ func TestWaves(t *testing.T) {
 		got = append(got, strings.Join(names, "+"))
 	}
 	want := "CustomResourceDefinition+Namespace ConfigMap Service Deployment Widget MutatingWebhookConfiguration"
+	for wave := range manifest.NumWaves {
+		for _, p := range manifest.Prerequisites(wave) {
+			if p >= wave {
+				t.Errorf("wave %d waits for wave %d, which does not come before it", wave, p)
+			}
+		}
+	}
+	if slices.Contains(manifest.Prerequisites(manifest.WaveWorkload), manifest.WaveService) {
+		t.Error("workloads wait for services; they need not")
+	}
+	if !slices.Contains(manifest.Prerequisites(manifest.WaveWorkload), manifest.WaveConfig) {
+		t.Error("workloads do not wait for their configuration")
+	}
 	if strings.Join(got, " ") != want {
 		t.Errorf("waves = %v\nwant    %s", got, want)
 	}

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/flotilla-dev/flotilla/events"
+	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/events/bus"
 	"github.com/flotilla-dev/flotilla/services/apply/applier"
 )
@@ -272,10 +273,13 @@ func (w *Worker) process(ctx context.Context, it item) {
 	if report != nil {
 		w.publish(ctx, report)
 	}
+	if err == nil && retriable(report) {
+		err = errors.New("some manifests failed to apply")
+	}
 	if err != nil {
-		delay := w.queue.NumRequeues(it)
-		w.log.Warn("placement not done; will retry", "placement", it.placement, "retries", delay, "err", err)
+		w.log.Warn("placement not done; will retry", "placement", it.placement, "retries", w.queue.NumRequeues(it), "err", err)
 		w.queue.AddRateLimited(it)
+		w.watch.sync()
 		return
 	}
 	w.queue.Forget(it)
@@ -288,6 +292,22 @@ func (w *Worker) process(ctx context.Context, it item) {
 	}
 	w.watch.sync()
 	w.scheduleRefresh(it.placement)
+}
+
+// retriable reports whether a report holds failures that may pass on their
+// own (the API server refused a write, a namespace is not there yet), as
+// opposed to decisions that only a new desired state or a user changes
+// (takeover refusals, drifts, bad manifests).
+func retriable(r *events.WorkReported) bool {
+	if r == nil {
+		return false
+	}
+	for _, m := range r.Manifests {
+		if m.Applied.Status == "False" && m.Applied.Reason == api.ManifestApplyFailedReason {
+			return true
+		}
+	}
+	return false
 }
 
 // scheduleRefresh queues a refresh for when a not-trackable object of the

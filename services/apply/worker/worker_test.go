@@ -268,3 +268,24 @@ func TestKubeconfigDir(t *testing.T) {
 		}
 	}
 }
+
+// TestRetriesUntilApplied: a manifest that fails for a reason that can pass
+// (its namespace is missing, as in seed 003) is retried with backoff and
+// applied once the namespace exists.
+func TestRetriesUntilApplied(t *testing.T) {
+	f := newFleet(t)
+	f.start(member, func(c *worker.Config) { c.RetryBase, c.RetryMax = 50*time.Millisecond, 500*time.Millisecond })
+	placement := name(t, "crp")
+	missing := name(t, "later")
+	f.desire(work(t, member, placement, api.ApplyStrategy{}, configMapYAML(missing, "app-config", "1")))
+	r := f.waitReport(member, placement, "a failure", func(r *events.WorkReported) bool { return r.Applied.Status == "False" })
+	if m, _ := result(r, "ConfigMap", "app-config"); !strings.Contains(m.Applied.Message, "not found") {
+		t.Errorf("failure = %+v", m.Applied)
+	}
+
+	ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": missing}}}
+	if _, err := client(t, member).Resource(namespaces).Create(t.Context(), ns, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitReport(member, placement, "applied after the namespace appeared", applied)
+}

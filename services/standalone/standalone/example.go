@@ -216,10 +216,13 @@ func (r *runner) createExisting(ctx context.Context, dir, member string) ([]exis
 				return nil, fmt.Errorf("create %s on %s: %w", objectName(u), member, err)
 			}
 			out = append(out, *obj)
-			if obj.earlier {
+			switch {
+			case obj.earlier:
 				r.out.linef("%s is already there (from an earlier run)", objectName(u))
-			} else {
+			case obj.generation != 0:
 				r.out.linef("created %s (generation %d)", objectName(u), obj.generation)
+			default:
+				r.out.linef("created %s", objectName(u))
 			}
 		}
 	}
@@ -272,7 +275,7 @@ func createOnMember(ctx context.Context, c dynamic.Interface, mapper *restmapper
 	if err != nil {
 		return nil, err
 	}
-	got, err := ri.Create(ctx, u, metav1.CreateOptions{FieldManager: "kubectl-client-side-apply"})
+	got, err := ri.Create(ctx, u, metav1.CreateOptions{FieldManager: "quickstart-before-flotilla"})
 	earlier := apierrors.IsAlreadyExists(err)
 	if earlier {
 		got, err = ri.Get(ctx, u.GetName(), metav1.GetOptions{})
@@ -332,8 +335,12 @@ func (r *runner) watchPlacement(ctx context.Context, q *queries, name string) (*
 		case err == nil:
 			last = crp
 			r.printTransitions(crp, seen, time.Since(start))
-			if converged(crp) {
-				done(fmt.Sprintf("placement %s is applied on %s", name, strings.Join(clustersOf(crp), ", ")))
+			if converged(crp, r.cfg.SimulatedNodes) {
+				what := "applied"
+				if r.cfg.SimulatedNodes {
+					what = "applied and available"
+				}
+				done(fmt.Sprintf("placement %s is %s on %s", name, what, strings.Join(clustersOf(crp), ", ")))
 				return crp, nil
 			}
 		case !errors.Is(err, errNotFound):
@@ -345,21 +352,28 @@ func (r *runner) watchPlacement(ctx context.Context, q *queries, name string) (*
 				done("not converged yet")
 				return last, fmt.Errorf("placement %s has not converged after %s; see fleetctl describe crp %s", name, convergeTimeout, name)
 			}
+			done("stopped")
 			return last, ctx.Err()
 		case <-time.After(pollEvery):
 		}
 	}
 }
 
-// converged: the placement is scheduled, and applied on every cluster it is scheduled to.
-func converged(crp *api.ClusterResourcePlacement) bool {
-	scheduled := findCondition(crp.Status.Conditions, string(api.ClusterResourcePlacementScheduledConditionType))
-	applied := findCondition(crp.Status.Conditions, string(api.ClusterResourcePlacementAppliedConditionType))
-	if scheduled == nil || applied == nil || applied.Status != metav1.ConditionTrue || scheduled.Status != metav1.ConditionTrue {
-		return false
+// converged: the placement is scheduled, applied on every cluster it is scheduled to, and,
+// when available is set, available there too (members without nodes never run a pod, so
+// their Deployments never become available).
+func converged(crp *api.ClusterResourcePlacement, available bool) bool {
+	want := []api.ClusterResourcePlacementConditionType{api.ClusterResourcePlacementScheduledConditionType, api.ClusterResourcePlacementAppliedConditionType}
+	if available {
+		want = append(want, api.ClusterResourcePlacementAvailableConditionType)
 	}
-	gen := crp.Generation
-	return applied.ObservedGeneration == gen && len(crp.Status.PlacementStatuses) > 0
+	for _, t := range want {
+		c := findCondition(crp.Status.Conditions, string(t))
+		if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != crp.Generation {
+			return false
+		}
+	}
+	return len(crp.Status.PlacementStatuses) > 0
 }
 
 func clustersOf(crp *api.ClusterResourcePlacement) []string {

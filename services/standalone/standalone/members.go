@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
@@ -43,6 +44,10 @@ func LocalMemberLabels(n int) map[string]string {
 	}
 }
 
+// readyTimeout bounds the wait for each member process to come up: a busy machine (a first
+// make run compiles while it starts) can be slow.
+const readyTimeout = 5 * time.Minute
+
 // startMembers starts the local member clusters and reads the kubeconfig dir.
 func (r *runner) startMembers(ctx context.Context) error {
 	if r.cfg.LocalMembers > 0 {
@@ -76,7 +81,7 @@ func (r *runner) startLocalMembers(ctx context.Context) error {
 	kubeDir := filepath.Join(r.cfg.DataDir, "kube")
 	done := r.out.step(fmt.Sprintf("Starting %d member cluster(s), each a kube-apiserver and kube-controller-manager on a shared etcd (data in %s)",
 		len(names), r.rel(kubeDir)))
-	env, err := kube.Start(ctx, kube.Options{DataDir: kubeDir, Members: names, BinDir: binDir, Log: r.out.writer()})
+	env, err := kube.Start(ctx, kube.Options{DataDir: kubeDir, Members: names, BinDir: binDir, Log: r.out.writer(), ReadyTimeout: readyTimeout})
 	if err != nil {
 		done("failed")
 		return err
@@ -179,7 +184,12 @@ func (r *runner) registerMembers(ctx context.Context, q *queries) error {
 			return fmt.Errorf("register members: %w", err)
 		}
 	}
-	done(fmt.Sprintf("%d member(s) in the fleet; their MemberCluster files are in %s", len(r.members), r.rel(dir)))
+	all := make([]string, 0, len(r.members))
+	for _, m := range r.members {
+		all = append(all, m.Name)
+	}
+	done(fmt.Sprintf("%d member(s) in the fleet (MemberCluster files in %s); starting their apply workers: %s",
+		len(r.members), r.rel(dir), strings.Join(all, ", ")))
 	return nil
 }
 

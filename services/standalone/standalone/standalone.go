@@ -76,6 +76,10 @@ type Config struct {
 	// LogLevel.
 	Logger   *slog.Logger
 	LogLevel slog.Level
+	// SimulatedNodes gives each local member a node that reports its pods running and ready,
+	// though no container runs (the members have no kubelet), so that Deployments become
+	// available (see kube.SimulatedNode).
+	SimulatedNodes bool
 	// HeartbeatPeriod is how often apply workers publish their member's heartbeat; default
 	// the worker's (60s).
 	HeartbeatPeriod time.Duration
@@ -291,11 +295,7 @@ func (r *runner) startDatabase(ctx context.Context) error {
 func (r *runner) serve(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	inProcess := []nats.Option{nats.InProcessServer(r.nats.Server)}
-	names := make([]string, 0, len(r.workers))
-	for _, w := range r.workers {
-		names = append(names, w.Name)
-	}
-	done := r.out.step(fmt.Sprintf("Starting the scheduler, rollout and status services, and apply workers for %d member(s)", len(r.workers)))
+	done := r.out.step("Starting the scheduler, rollout and status services")
 	g.Go(func() error {
 		return scheduler.Run(gctx, scheduler.Config{NATSURL: r.natsURL, NATSOptions: inProcess, DatabaseURL: r.dbURL,
 			Logger: r.log, Topology: r.cfg.Topology})
@@ -308,9 +308,27 @@ func (r *runner) serve(ctx context.Context) error {
 		return status.Run(gctx, status.Config{NATSURL: r.natsURL, NATSOptions: inProcess, DatabaseURL: r.dbURL,
 			Logger: r.log, Topology: r.cfg.Topology})
 	})
-	g.Go(func() error { return r.runWorkers(gctx) })
+	// Apply workers start once their members have joined: a heartbeat from a member that has
+	// not joined yet is ignored, and the next one is a heartbeat period away.
+	registered := make(chan struct{})
 	g.Go(func() error {
-		err := r.afterStart(gctx, done, names)
+		select {
+		case <-registered:
+			return r.runWorkers(gctx)
+		case <-gctx.Done():
+			return nil
+		}
+	})
+	if r.cfg.SimulatedNodes {
+		for _, m := range r.members {
+			if m.Local {
+				node := kube.SimulatedNode{Name: m.Name + "-node"}
+				g.Go(func() error { return node.Run(gctx, r.kube.RESTConfig(m.Name)) })
+			}
+		}
+	}
+	g.Go(func() error {
+		err := r.afterStart(gctx, done, registered)
 		if err != nil && gctx.Err() == nil {
 			return err
 		}
@@ -340,7 +358,7 @@ func (r *runner) runWorkers(ctx context.Context) error {
 
 // afterStart waits for the services to answer, registers the members, prints the summary,
 // and runs the example.
-func (r *runner) afterStart(ctx context.Context, started func(string), workers []string) error {
+func (r *runner) afterStart(ctx context.Context, started func(string), registered chan<- struct{}) error {
 	nc, err := r.nats.Connect(nats.Name("flotilla-standalone"))
 	if err != nil {
 		return err
@@ -350,10 +368,11 @@ func (r *runner) afterStart(ctx context.Context, started func(string), workers [
 	if err := q.waitForStatusService(ctx); err != nil {
 		return err
 	}
-	started("services running; apply workers for " + joinOr(workers, "no members"))
+	started("services running")
 	if err := r.registerMembers(ctx, q); err != nil {
 		return err
 	}
+	close(registered)
 	r.printSummary()
 	if !r.cfg.Example {
 		r.ready()
@@ -364,7 +383,7 @@ func (r *runner) afterStart(ctx context.Context, started func(string), workers [
 			return nil
 		}
 		// The services keep running: the person can look into it with fleetctl.
-		r.out.printf("\nThe example did not complete: %v\nFlotilla keeps running; see %s for the services' logs.\n", err, r.rel(r.logPath()))
+		r.out.printf("\nThe example did not complete: %v\nFlotilla keeps running; the services' log may say more%s.\n", err, r.logHint())
 		r.log.Error("example failed", "err", err)
 		r.ready()
 	}
@@ -411,6 +430,14 @@ func (r *runner) closeLog() {
 }
 
 func (r *runner) logPath() string { return filepath.Join(r.cfg.DataDir, "flotilla.log") }
+
+// logHint names the log file when Run writes it.
+func (r *runner) logHint() string {
+	if r.logf == nil {
+		return ""
+	}
+	return " (" + r.rel(r.logPath()) + ")"
+}
 
 // rel shows path relative to the current directory when it is below it, as people type it.
 func (r *runner) rel(path string) string {

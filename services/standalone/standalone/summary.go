@@ -23,7 +23,9 @@ func (r *runner) printSummary() {
 	p.printf("\nFlotilla is running. Press Ctrl-C to stop; the state stays in %s and the next run resumes from it.\n\n", r.rel(r.cfg.DataDir))
 	p.printf("  NATS         %s%s\n", r.natsURL, r.natsNote())
 	p.printf("  PostgreSQL   %s\n", redactURL(r.dbURL))
-	p.printf("  Logs         %s\n", r.rel(r.logPath()))
+	if r.logf != nil {
+		p.printf("  Logs         %s\n", r.rel(r.logPath()))
+	}
 	for i, m := range r.members {
 		label := "  Members      "
 		if i > 0 {

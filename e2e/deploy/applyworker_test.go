@@ -1,0 +1,127 @@
+package deploy
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/flotilla-dev/flotilla/events"
+	"github.com/flotilla-dev/flotilla/events/bus"
+	"github.com/flotilla-dev/flotilla/harness/kube"
+	"github.com/flotilla-dev/flotilla/services/apply/worker"
+)
+
+// TestApplyWorkerRunsWithItsOwnNATSUser runs the real apply worker for member-1 against a NATS
+// server configured from the rendered overlay, connected as the NATS user its Deployment gives
+// it, and a real member API server: the worker must start (its consumers), apply the work the
+// control plane publishes, and report the result, all within its member's permissions.
+func TestApplyWorkerRunsWithItsOwnNATSUser(t *testing.T) {
+	const member = "member-1"
+	r := render(t, filepath.Join(repoRoot(t), exampleOverlay))
+	s := startNATS(t, r)
+	// No deadline for the worker: its JetStream requests then time out after the client's
+	// default, as in production, instead of waiting for the test's.
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+
+	var scheduler = r.deployments(t)[0]
+	for _, d := range r.deployments(t) {
+		if d.Name == "scheduler" {
+			scheduler = d
+		}
+	}
+	control := connect(t, natsURL(t, r, scheduler, s))
+	cjs, err := jetstream.New(control)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bus.EnsureTopology(ctx, cjs, bus.TopologyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	deployment, ok := r.applyWorkers(t)[member]
+	if !ok {
+		t.Fatalf("no apply worker for %s", member)
+	}
+	wnc := connect(t, natsURL(t, r, deployment, s))
+	wjs, err := jetstream.New(wnc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := kube.StartTWith(t, kube.Options{Members: []string{member}, NoControllerManager: true})
+
+	// The control plane's desired state for the member, before the worker starts: it must
+	// replay it.
+	var work events.WorkDesired
+	golden, err := os.ReadFile(filepath.Join(repoRoot(t), "events/testdata/payloads/work.desired.v1.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(golden, &work); err != nil {
+		t.Fatal(err)
+	}
+	work.Cluster, work.Placement = member, "deploy-check"
+	work.Manifests = []json.RawMessage{json.RawMessage(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"deploy-check"}}`)}
+	subject, err := events.WorkSubject(member, work.Placement)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := events.New(events.TypeWorkDesired, "/flotilla/rollout", work.Placement, events.ID("deploy-check", member), work)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bus.NewPublisher(cjs).Publish(ctx, subject, ev); err != nil {
+		t.Fatal(err)
+	}
+
+	status, err := events.WorkStatusSubject(member, work.Placement)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reports, err := cjs.OrderedConsumer(ctx, bus.StreamEvents, jetstream.OrderedConsumerConfig{FilterSubjects: []string{status}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	stopped := make(chan error, 1)
+	go func() {
+		stopped <- worker.RunMembers(ctx, wjs, []worker.Member{{Name: member, REST: env.RESTConfig(member)}},
+			worker.Config{Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-stopped
+	})
+
+	got := make(chan error, 1)
+	go func() {
+		wait, cancel := context.WithTimeout(ctx, 3*time.Minute) // a bound, not an expectation
+		defer cancel()
+		_, err := reports.Next(jetstream.FetchContext(wait))
+		got <- err
+	}()
+	select {
+	case err := <-stopped:
+		t.Fatalf("the apply worker stopped with its own NATS user's permissions: %v (last NATS error: %v)", err, wnc.LastError())
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("no work report from the apply worker: %v (last NATS error: %v)", err, wnc.LastError())
+		}
+	}
+
+	cs, err := kubernetes.NewForConfig(env.RESTConfig(member))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Namespaces().Get(ctx, "deploy-check", metav1.GetOptions{}); err != nil {
+		t.Errorf("the work was not applied to %s: %v", member, err)
+	}
+}
