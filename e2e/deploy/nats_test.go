@@ -367,6 +367,38 @@ func runWorker(t *testing.T, ctx context.Context, control jetstream.JetStream, n
 		t.Fatal(err)
 	}
 
+	// Replay, as a restarted worker rebuilds its desired state: a consumer of its own name
+	// whose filter is in the create subject, read without acks, then deleted.
+	tok := strings.ReplaceAll(member, ".", "_")
+	replay, err := js.CreateConsumer(ctx, bus.StreamWork, jetstream.ConsumerConfig{
+		Name:              "replay-" + tok,
+		FilterSubject:     bus.SubjectWorkPrefix + tok + ".>",
+		DeliverPolicy:     jetstream.DeliverLastPerSubjectPolicy,
+		AckPolicy:         jetstream.AckNonePolicy,
+		InactiveThreshold: time.Minute,
+	})
+	if err != nil {
+		t.Fatalf("worker creates its replay consumer: %v (%v)", err, nc.LastError())
+	}
+	var replayed []string
+	for pending := replay.CachedInfo().NumPending; pending > 0; {
+		msg, err := replay.Next()
+		if err != nil {
+			t.Fatalf("replay: %v (%v)", err, nc.LastError())
+		}
+		md, err := msg.Metadata()
+		if err != nil {
+			t.Fatal(err)
+		}
+		replayed, pending = append(replayed, msg.Subject()), md.NumPending
+	}
+	if want := []string{broken, work}; !slices.Equal(replayed, want) {
+		t.Errorf("replayed %v, want %v", replayed, want)
+	}
+	if err := js.DeleteConsumer(ctx, bus.StreamWork, "replay-"+tok); err != nil {
+		t.Errorf("worker deletes its replay consumer: %v", err)
+	}
+
 	status := strings.Replace(work, "flotilla.work.", "flotilla.workstatus.", 1)
 	heartbeat := "flotilla.member." + strings.ReplaceAll(member, ".", "_")
 	handled := make(chan string, 4)

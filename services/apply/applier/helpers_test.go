@@ -7,6 +7,8 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -69,15 +71,23 @@ var nonName = regexp.MustCompile(`[^a-z0-9]+`)
 // name derives a DNS label from the test's name, so tests do not collide.
 func name(t testing.TB, suffix string) string {
 	n := strings.Trim(nonName.ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
-	if len(n) > 50 {
-		n = n[len(n)-50:]
-		n = strings.Trim(n, "-")
+	if len(n) > 44 {
+		n = strings.Trim(n[len(n)-44:], "-")
 	}
+	// A number per test run keeps names apart when tests repeat (-count)
+	// on the same member.
+	id, _ := runIDs.LoadOrStore(t, runSeq.Add(1))
+	n += fmt.Sprintf("-%d", id)
 	if suffix != "" {
 		n += "-" + suffix
 	}
 	return n
 }
+
+var (
+	runIDs sync.Map // testing.TB -> int64
+	runSeq atomic.Int64
+)
 
 // obj reads a YAML manifest.
 func obj(t testing.TB, manifest string) *unstructured.Unstructured {

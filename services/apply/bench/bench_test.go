@@ -19,9 +19,11 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+	"golang.org/x/sync/errgroup"
 	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-dev/flotilla/events"
@@ -145,7 +147,10 @@ func BenchmarkApply500(b *testing.B) {
 		b.Fatal(err)
 	}
 
-	var flotilla, kubectlTime time.Duration
+	// The member's etcd and API server, to measure the CPU each run costs
+	// them (Linux only; zero elsewhere).
+	server := processesUnder(env.Dir())
+	var flotilla, kubectlTime, bareTime, flotillaCPU, kubectlCPU time.Duration
 	iter := 0
 	for b.Loop() {
 		iter++
@@ -155,17 +160,20 @@ func BenchmarkApply500(b *testing.B) {
 		if err := os.WriteFile(file, []byte(strings.Join(manifests(fmt.Sprintf("k%d", iter)), "---\n")), 0o600); err != nil {
 			b.Fatal(err)
 		}
+		cpu := cpuTime(server)
 		start := time.Now()
 		if err := run("apply", "--server-side", "--field-manager", "bench-kubectl", "-f", file); err != nil {
 			b.Fatal(err)
 		}
 		kubectlTime += time.Since(start)
+		kubectlCPU += cpuTime(server) - cpu
 		freeServiceIPs(b, env.RESTConfig(member), fmt.Sprintf("k%d", iter))
 		w := desired(b, member, fmt.Sprintf("bench-%d", iter), manifests(fmt.Sprintf("f%d", iter)))
 		b.StartTimer()
 
 		// The apply worker's applier, cold: a new one per run, so its
 		// discovery is measured too.
+		cpu = cpuTime(server)
 		start = time.Now()
 		a, err := applier.New(env.RESTConfig(member), applier.Options{Cluster: member})
 		if err != nil {
@@ -176,10 +184,22 @@ func BenchmarkApply500(b *testing.B) {
 			b.Fatal(err)
 		}
 		flotilla += time.Since(start)
+		flotillaCPU += cpuTime(server) - cpu
 		b.StopTimer()
-		// The harness's service range is a /24: free the cluster IPs of
-		// both runs for the next iteration.
+		// The harness's service range is a /24: free this run's cluster
+		// IPs for the next iteration.
 		freeServiceIPs(b, env.RESTConfig(member), fmt.Sprintf("f%d", iter))
+		b.StartTimer()
+		// The physical limit: a bare client-go loop of parallel server-side
+		// applies of the same objects (namespaces first), nothing else.
+		b.StopTimer()
+		docs := manifests(fmt.Sprintf("c%d", iter))
+		start = time.Now()
+		if err := bareApply(env.RESTConfig(member), docs); err != nil {
+			b.Fatal(err)
+		}
+		bareTime += time.Since(start)
+		freeServiceIPs(b, env.RESTConfig(member), fmt.Sprintf("c%d", iter))
 		b.StartTimer()
 		if report.Applied.Status != "True" || len(report.Manifests) != totalObjects {
 			for _, m := range report.Manifests {
@@ -195,8 +215,100 @@ func BenchmarkApply500(b *testing.B) {
 	kRate := float64(totalObjects*iter) / kubectlTime.Seconds()
 	b.ReportMetric(fRate, "flotilla-objects/s")
 	b.ReportMetric(kRate, "kubectl-objects/s")
+	bRate := float64(totalObjects*iter) / bareTime.Seconds()
 	b.ReportMetric(fRate/kRate, "x-kubectl")
-	b.Logf("%d objects per run, %d run(s): flotilla %.0f objects/s (%s per run), kubectl --server-side %.0f objects/s (%s per run), %.1fx",
+	b.ReportMetric(bRate, "client-go-parallel-objects/s")
+	b.ReportMetric(fRate/bRate, "x-physical-limit")
+	perObject := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / float64(totalObjects*iter) }
+	b.ReportMetric(perObject(flotillaCPU), "flotilla-server-cpu-ms/object")
+	b.ReportMetric(perObject(kubectlCPU), "kubectl-server-cpu-ms/object")
+	b.Logf("%d objects per run, %d run(s): flotilla %.0f objects/s (%s per run), kubectl --server-side %.0f objects/s (%s per run), %.1fx; "+
+		"member etcd+API server CPU per object: flotilla %.2f ms, kubectl %.2f ms",
 		totalObjects, iter, fRate, (flotilla / time.Duration(iter)).Round(time.Millisecond),
-		kRate, (kubectlTime / time.Duration(iter)).Round(time.Millisecond), fRate/kRate)
+		kRate, (kubectlTime / time.Duration(iter)).Round(time.Millisecond), fRate/kRate,
+		perObject(flotillaCPU), perObject(kubectlCPU))
+	b.Logf("physical limit (bare client-go, %d parallel server-side applies): %.0f objects/s; flotilla is at %.0f%% of it",
+		bareWorkers, bRate, 100*fRate/bRate)
+}
+
+// bareWorkers is the parallelism of the bare client-go loop.
+const bareWorkers = 16 // the applier's default concurrency
+
+// bareApply server-side applies docs with the dynamic client: namespaces
+// first, then everything else from bareWorkers goroutines. No ordering
+// beyond that, no reads, no results: the most a client can ask of the server.
+func bareApply(cfg *rest.Config, docs []string) error {
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = -1, 0 // no client-side rate limit
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	resources := map[string]schema.GroupVersionResource{
+		"Namespace":  {Version: "v1", Resource: "namespaces"},
+		"ConfigMap":  {Version: "v1", Resource: "configmaps"},
+		"Service":    {Version: "v1", Resource: "services"},
+		"Deployment": {Group: "apps", Version: "v1", Resource: "deployments"},
+	}
+	apply := func(doc string) error {
+		var u unstructured.Unstructured
+		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+			return err
+		}
+		gvr := resources[u.GetKind()]
+		_, err := dyn.Resource(gvr).Namespace(u.GetNamespace()).Apply(context.Background(), u.GetName(), &u,
+			metav1.ApplyOptions{FieldManager: "bench-client-go", Force: true})
+		return err
+	}
+	var rest []string
+	for _, d := range docs {
+		if strings.Contains(d, "kind: Namespace") {
+			if err := apply(d); err != nil {
+				return err
+			}
+			continue
+		}
+		rest = append(rest, d)
+	}
+	var g errgroup.Group
+	g.SetLimit(bareWorkers)
+	for _, d := range rest {
+		g.Go(func() error { return apply(d) })
+	}
+	return g.Wait()
+}
+
+// processesUnder lists the processes whose command line mentions dir: the
+// member's etcd and API server.
+func processesUnder(dir string) []string {
+	var out []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(b), dir) {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// cpuTime sums the user and system CPU time of the processes.
+func cpuTime(pids []string) time.Duration {
+	var ticks int64
+	for _, p := range pids {
+		b, err := os.ReadFile(filepath.Join("/proc", p, "stat"))
+		if err != nil {
+			continue
+		}
+		// Fields after the command name, which is in parentheses.
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		var user, sys int64
+		fmt.Sscan(f[11], &user)
+		fmt.Sscan(f[12], &sys)
+		ticks += user + sys
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond // USER_HZ is 100 on Linux
 }

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -233,14 +234,23 @@ var nonName = regexp.MustCompile(`[^a-z0-9]+`)
 
 func name(t testing.TB, suffix string) string {
 	n := strings.Trim(nonName.ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
-	if len(n) > 50 {
-		n = strings.Trim(n[len(n)-50:], "-")
+	if len(n) > 44 {
+		n = strings.Trim(n[len(n)-44:], "-")
 	}
+	// A number per test run keeps names apart when tests repeat (-count)
+	// on the same member.
+	id, _ := runIDs.LoadOrStore(t, runSeq.Add(1))
+	n += fmt.Sprintf("-%d", id)
 	if suffix != "" {
 		n += "-" + suffix
 	}
 	return n
 }
+
+var (
+	runIDs sync.Map // testing.TB -> int64
+	runSeq atomic.Int64
+)
 
 func work(t testing.TB, cluster, placement string, strategy api.ApplyStrategy, manifests ...string) *events.WorkDesired {
 	t.Helper()

@@ -292,7 +292,9 @@ func selects(t *testing.T, crp api.ClusterResourcePlacement, u *unstructured.Uns
 		if err != nil {
 			t.Fatal(err)
 		}
-		if sel.Matches(labels.Set(u.GetLabels())) {
+		// As the rollout's selection matches: the namespace as a label.
+		set := labels.Merge(labels.Set(u.GetLabels()), labels.Set{kubeadmiral.NamespaceLabel: u.GetNamespace()})
+		if sel.Matches(set) {
 			return true
 		}
 	}

@@ -18,6 +18,14 @@
 // placement can select labels, not annotations). Two placements are needed
 // because the annotation is per object while whenToTakeOver is per placement.
 //
+// The selectors pick namespaced kinds directly, which a plain
+// ClusterResourcePlacement cannot: each also names NamespaceLabel, which makes
+// it namespace-aware in the rollout's selection. A PropagationPolicy's match
+// NamespaceLabel=<its namespace>, since KubeAdmiral applies a policy to the
+// objects of its own namespace; a ClusterPropagationPolicy's require the key
+// to exist, which every hub object satisfies (cluster-scoped ones with an
+// empty namespace).
+//
 // The prefix is pp for a PropagationPolicy and cpp (without the namespace) for
 // a ClusterPropagationPolicy.
 //
@@ -64,6 +72,12 @@ const (
 	// ConvertedFromAnnotation on a placement names the policy it came from,
 	// e.g. "PropagationPolicy default/nginx-pp".
 	ConvertedFromAnnotation = "flotilla.dev/converted-from"
+
+	// NamespaceLabel is matched by the rollout's selection against an
+	// object's namespace rather than its labels; a selector that names it
+	// may select namespaced kinds. It must equal
+	// services/rollout/selection.NamespaceLabel.
+	NamespaceLabel = "flotilla.dev/namespace"
 
 	// KindsAnnotation on a policy lists extra kinds to select, comma-separated
 	// as group/version/Kind, or version/Kind for the core group:
@@ -266,12 +280,17 @@ func Convert(p Policy) (Conversion, api.ErrorList) {
 
 func placement(p Policy, name string, policy *api.PlacementPolicy, kinds []schema.GroupVersionKind, adopt bool) *api.ClusterResourcePlacement {
 	sel := &metav1.LabelSelector{MatchLabels: map[string]string{p.LabelKey(): p.Name}}
+	if p.Kind == api.ClusterPropagationPolicyKind {
+		sel.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: NamespaceLabel, Operator: metav1.LabelSelectorOpExists}}
+	} else {
+		sel.MatchLabels[NamespaceLabel] = p.Namespace
+	}
 	takeOver := api.WhenToTakeOverTypeNever
 	if adopt {
 		sel.MatchLabels[AdoptLabel] = AdoptValue
 		takeOver = api.WhenToTakeOverTypeAlways
 	} else {
-		sel.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: AdoptLabel, Operator: metav1.LabelSelectorOpDoesNotExist}}
+		sel.MatchExpressions = append(sel.MatchExpressions, metav1.LabelSelectorRequirement{Key: AdoptLabel, Operator: metav1.LabelSelectorOpDoesNotExist})
 	}
 	selectors := make([]api.ClusterResourceSelector, 0, len(kinds))
 	for _, k := range kinds {

@@ -75,17 +75,24 @@ func TestSeed004(t *testing.T) {
 	if got := conv.Adopt.Spec.Strategy.ApplyStrategy.WhenToTakeOver; got != api.WhenToTakeOverTypeAlways {
 		t.Errorf("adopt placement whenToTakeOver = %s, want Always", got)
 	}
-	// The seed's Deployment and Service are selected by the adopting placement.
+	// The seed's Deployment and Service are selected by the adopting
+	// placement, in the policy's namespace only: the selectors name
+	// NamespaceLabel, which lets the rollout select namespaced kinds.
 	for _, kind := range []string{"Deployment", "Service"} {
 		found := false
 		for _, s := range conv.Adopt.Spec.ResourceSelectors {
 			if s.Kind == kind && reflect.DeepEqual(s.LabelSelector.MatchLabels, map[string]string{
-				api.PropagationPolicyNameLabel: "nginx-pp", AdoptLabel: AdoptValue}) {
+				api.PropagationPolicyNameLabel: "nginx-pp", AdoptLabel: AdoptValue, NamespaceLabel: "default"}) {
 				found = true
 			}
 		}
 		if !found {
-			t.Errorf("the adopting placement does not select %s objects labelled for nginx-pp and adoption", kind)
+			t.Errorf("the adopting placement does not select %s objects of namespace default labelled for nginx-pp and adoption", kind)
+		}
+	}
+	for _, s := range conv.Keep.Spec.ResourceSelectors {
+		if got := s.LabelSelector.MatchLabels[NamespaceLabel]; got != "default" {
+			t.Errorf("the keeping placement's %s selector matches namespace %q, want default", s.Kind, got)
 		}
 	}
 	out, err := yaml.Marshal(conv.Placements())
@@ -223,9 +230,16 @@ func TestClusterPolicyKinds(t *testing.T) {
 		if got := s.LabelSelector.MatchLabels[api.ClusterPropagationPolicyNameLabel]; got != "infra" {
 			t.Errorf("selector %s matches %v, want the cluster policy label", s.Kind, s.LabelSelector.MatchLabels)
 		}
-		if len(s.LabelSelector.MatchExpressions) != 1 || s.LabelSelector.MatchExpressions[0].Key != AdoptLabel ||
-			s.LabelSelector.MatchExpressions[0].Operator != metav1.LabelSelectorOpDoesNotExist {
-			t.Errorf("keep selector %s does not exclude adoptable objects: %v", s.Kind, s.LabelSelector.MatchExpressions)
+		// Every namespace, and cluster-scoped objects too (their namespace is empty).
+		want := []metav1.LabelSelectorRequirement{
+			{Key: NamespaceLabel, Operator: metav1.LabelSelectorOpExists},
+			{Key: AdoptLabel, Operator: metav1.LabelSelectorOpDoesNotExist},
+		}
+		if !reflect.DeepEqual(s.LabelSelector.MatchExpressions, want) {
+			t.Errorf("keep selector %s has expressions %v, want any namespace and no adoptable objects", s.Kind, s.LabelSelector.MatchExpressions)
+		}
+		if _, ok := s.LabelSelector.MatchLabels[NamespaceLabel]; ok {
+			t.Errorf("keep selector %s is limited to a namespace: %v", s.Kind, s.LabelSelector.MatchLabels)
 		}
 	}
 	for _, k := range []string{"apps/v1/Deployment", "rbac.authorization.k8s.io/v1/ClusterRole", "monitoring.coreos.com/v1/ServiceMonitor", "/v1/Namespace"} {

@@ -1,7 +1,8 @@
 // Package selection picks a placement's resources from the hub store: by
 // group, version and kind with a name or a label selector. A selected
 // Namespace brings every object in it; other kinds must be cluster-scoped and
-// are selected directly. Envelopes (ConfigMap envelopes, ResourceEnvelope,
+// are selected directly, unless the selector is namespace-aware (see
+// NamespaceLabel). Envelopes (ConfigMap envelopes, ResourceEnvelope,
 // ClusterResourceEnvelope) are selected as themselves: their contents are
 // unwrapped on the member, not here.
 package selection
@@ -20,6 +21,24 @@ import (
 
 	"github.com/flotilla-dev/flotilla/events/api"
 )
+
+// NamespaceLabel is a label every hub object carries for selection only (it
+// is never stored or placed): its value is the object's namespace, empty for
+// a cluster-scoped object, much as Kubernetes labels every Namespace with
+// kubernetes.io/metadata.name.
+//
+// A resource selector whose labelSelector names this key is namespace-aware:
+// it may select a namespaced kind directly, restricted to the namespaces it
+// matches. This is how Flotilla carries KubeAdmiral's PropagationPolicy,
+// which places the labelled objects of its own namespace (fleetctl converts
+// one into placements whose selectors match NamespaceLabel=<its namespace>;
+// a ClusterPropagationPolicy's match it with Exists), much as Fleet's
+// namespaced ResourcePlacement selects within its namespace. A selector that
+// does not name the key keeps the ClusterResourcePlacement rule: namespaced
+// objects are placed through their Namespace.
+//
+// fleetctl's kubeadmiral package writes the same key; keep them equal.
+const NamespaceLabel = "flotilla.dev/namespace"
 
 // Object is one hub object as selection sees it.
 type Object struct {
@@ -156,7 +175,8 @@ func selectOne(ctx context.Context, s api.ClusterResourceSelector, store Store) 
 		}
 		match = sel
 	}
-	if scope, known := KnownScope(s.Group, s.Kind); known && scope == Namespaced {
+	namespaceAware := namesNamespaceLabel(s.LabelSelector)
+	if scope, known := KnownScope(s.Group, s.Kind); known && scope == Namespaced && !namespaceAware {
 		return nil, namespacedProblem(s), nil
 	}
 	candidates, err := store.ByKind(ctx, s.Group, s.Version, s.Kind, s.Name)
@@ -166,11 +186,16 @@ func selectOne(ctx context.Context, s api.ClusterResourceSelector, store Store) 
 	var out []Object
 	for _, o := range candidates {
 		if o.ID.Namespace != "" {
-			// Not a kind this package knows, but the hub holds it in a
-			// namespace: it is namespaced.
-			return nil, namespacedProblem(s), nil
+			if !namespaceAware {
+				// Not a kind this package knows, but the hub holds it in a
+				// namespace: it is namespaced.
+				return nil, namespacedProblem(s), nil
+			}
+			if o.skip != "" {
+				continue // left out as a namespace's contents leave it out
+			}
 		}
-		if !match.Matches(labels.Set(o.Labels)) {
+		if !match.Matches(selectionLabels(o)) {
 			continue
 		}
 		out = append(out, o)
@@ -191,6 +216,34 @@ func selectOne(ctx context.Context, s api.ClusterResourceSelector, store Store) 
 		out = append(out, contents...)
 	}
 	return out, "", nil
+}
+
+// namesNamespaceLabel reports whether a label selector is namespace-aware:
+// it names NamespaceLabel in matchLabels or matchExpressions.
+func namesNamespaceLabel(sel *metav1.LabelSelector) bool {
+	if sel == nil {
+		return false
+	}
+	if _, ok := sel.MatchLabels[NamespaceLabel]; ok {
+		return true
+	}
+	for _, r := range sel.MatchExpressions {
+		if r.Key == NamespaceLabel {
+			return true
+		}
+	}
+	return false
+}
+
+// selectionLabels are an object's labels with NamespaceLabel set to its
+// namespace. Only a namespace-aware selector can tell the difference.
+func selectionLabels(o Object) labels.Set {
+	set := make(labels.Set, len(o.Labels)+1)
+	for k, v := range o.Labels {
+		set[k] = v
+	}
+	set[NamespaceLabel] = o.ID.Namespace
+	return set
 }
 
 func namespacedProblem(s api.ClusterResourceSelector) string {

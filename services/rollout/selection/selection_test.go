@@ -183,6 +183,75 @@ func TestSelectInvalid(t *testing.T) {
 	}
 }
 
+// TestSelectNamespaceAware covers the selectors fleetctl makes of KubeAdmiral
+// policies: they name selection.NamespaceLabel, and may then select
+// namespaced kinds directly, within the namespaces they match.
+func TestSelectNamespaceAware(t *testing.T) {
+	const pp, cpp = "kubeadmiral.io/propagation-policy-name", "kubeadmiral.io/cluster-propagation-policy-name"
+	store := selection.Objects{
+		obj(t, `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"team-a"}}`),
+		obj(t, `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web","namespace":"team-a","labels":{"`+pp+`":"web"}}}`),
+		obj(t, `{"apiVersion":"v1","kind":"Service","metadata":{"name":"web","namespace":"team-a","labels":{"`+pp+`":"web"}}}`),
+		obj(t, `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"other","namespace":"team-a"}}`),
+		// The same policy name in another namespace is another policy.
+		obj(t, `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web","namespace":"team-b","labels":{"`+pp+`":"web"}}}`),
+		// What a controller owns is left to the controller, as in a selected namespace.
+		obj(t, `{"apiVersion":"apps/v1","kind":"ReplicaSet","metadata":{"name":"web-5b56","namespace":"team-a","labels":{"`+pp+`":"web"},
+			"ownerReferences":[{"apiVersion":"apps/v1","kind":"Deployment","name":"web","uid":"u1","controller":true}]}}`),
+		obj(t, `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w","namespace":"team-a","labels":{"`+pp+`":"web"}}}`),
+		obj(t, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cfg","namespace":"team-c","labels":{"`+cpp+`":"infra"}}}`),
+		obj(t, `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{"name":"reader","labels":{"`+cpp+`":"infra"}}}`),
+	}
+	inNamespace := func(group, version, kind string) api.ClusterResourceSelector {
+		return api.ClusterResourceSelector{Group: group, Version: version, Kind: kind, LabelSelector: &metav1.LabelSelector{
+			MatchLabels: map[string]string{pp: "web", selection.NamespaceLabel: "team-a"}}}
+	}
+	anyNamespace := func(group, version, kind string) api.ClusterResourceSelector {
+		return api.ClusterResourceSelector{Group: group, Version: version, Kind: kind, LabelSelector: &metav1.LabelSelector{
+			MatchLabels:      map[string]string{cpp: "infra"},
+			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: selection.NamespaceLabel, Operator: metav1.LabelSelectorOpExists}}}}
+	}
+	tests := []struct {
+		name      string
+		selectors []api.ClusterResourceSelector
+		want      []string
+	}{{
+		name: "a propagation policy's kinds in its namespace only, not what controllers own",
+		selectors: []api.ClusterResourceSelector{inNamespace("apps", "v1", "Deployment"), inNamespace("", "v1", "Service"),
+			inNamespace("apps", "v1", "ReplicaSet"), inNamespace("example.com", "v1", "Widget")},
+		want: []string{"/v1/Service/team-a/web", "apps/v1/Deployment/team-a/web", "example.com/v1/Widget/team-a/w"},
+	}, {
+		name:      "a cluster policy's namespaced and cluster-scoped kinds in every namespace",
+		selectors: []api.ClusterResourceSelector{anyNamespace("", "v1", "ConfigMap"), anyNamespace("rbac.authorization.k8s.io", "v1", "ClusterRole")},
+		want:      []string{"/v1/ConfigMap/team-c/cfg", "rbac.authorization.k8s.io/v1/ClusterRole//reader"},
+	}, {
+		name: "the key is matched as the namespace, not as a label",
+		selectors: []api.ClusterResourceSelector{{Group: "apps", Version: "v1", Kind: "Deployment", LabelSelector: &metav1.LabelSelector{
+			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: selection.NamespaceLabel, Operator: metav1.LabelSelectorOpIn, Values: []string{"team-b"}}}}}},
+		want: []string{"apps/v1/Deployment/team-b/web"},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := selection.Select(t.Context(), tt.selectors, store)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(keys(got), tt.want) {
+				t.Errorf("selected\n  %s\nwant\n  %s", strings.Join(keys(got), "\n  "), strings.Join(tt.want, "\n  "))
+			}
+		})
+	}
+
+	// Without the key, a ClusterResourcePlacement's rule holds: the same
+	// selector for a namespaced kind is invalid.
+	plain := inNamespace("apps", "v1", "Deployment")
+	delete(plain.LabelSelector.MatchLabels, selection.NamespaceLabel)
+	var invalid *selection.InvalidError
+	if _, err := selection.Select(t.Context(), []api.ClusterResourceSelector{plain}, store); !errors.As(err, &invalid) {
+		t.Errorf("a selector of Deployments without %s: %v, want an *InvalidError", selection.NamespaceLabel, err)
+	}
+}
+
 func TestNewObjectRejectsManifestsWithoutIdentity(t *testing.T) {
 	for _, m := range []string{`{"kind":"Namespace","metadata":{"name":"x"}}`, `{"apiVersion":"v1","kind":"Namespace"}`, `[1]`} {
 		if _, err := selection.NewObject(json.RawMessage(m)); err == nil {

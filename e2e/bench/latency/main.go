@@ -1,0 +1,309 @@
+// Command latency measures how long Flotilla takes to place objects on member clusters,
+// beside what kubectl and a bare client-go loop take to put the same objects there.
+//
+// It starts the standalone stack (embedded NATS, a local PostgreSQL, the scheduler, rollout
+// and status services and an apply worker per member) with three real local members
+// (kube-apiserver + etcd + kube-controller-manager, with simulated nodes so Deployments
+// become available), then for each run:
+//
+//  1. fleetctl apply of a new namespace with 20 objects (ConfigMaps, ServiceAccounts, Roles,
+//     RoleBindings, Services, Deployments) and a PickAll placement of it, timed until the
+//     status service reports ClusterResourcePlacementApplied=True for the placement's
+//     generation on every member (queried, and in a status event) and until watches on the
+//     members have seen every object;
+//  2. fleetctl apply of one edited ConfigMap, timed until watches see it on every member and
+//     the status reports Applied for the new resource snapshot on every member;
+//  3. the same two changes, in a namespace of their own, with kubectl apply --server-side to
+//     each member in turn, and with server-side applies from client-go to all members and
+//     objects at once (the physical limit).
+//
+// It prints p50/p90/min/max of each over the runs (a warm-up run is not counted), the ratios
+// to the baselines, and where Flotilla's time goes, from the events it sees on the bus. See
+// doc.go for what the figures say. It stops everything it started before it exits.
+//
+//	go run ./e2e/bench/latency            # or: make bench
+//	go run ./e2e/bench/latency -runs 5 -max-unavailable 100%
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/flotilla-dev/flotilla/events/api"
+	"github.com/flotilla-dev/flotilla/harness/kube"
+	"github.com/flotilla-dev/flotilla/services/fleetctl/query"
+	"github.com/flotilla-dev/flotilla/services/standalone/standalone"
+)
+
+// options are the command's flags.
+type options struct {
+	runs, warmup   int
+	members        int
+	poll, settle   time.Duration
+	timeout        time.Duration
+	maxUnavailable string
+	dataDir        string
+	keep           bool
+	logLevel       string
+}
+
+func main() {
+	var o options
+	flag.IntVar(&o.runs, "runs", 20, "measured runs")
+	flag.IntVar(&o.warmup, "warmup", 1, "runs before the measured ones, not counted (warm caches, first connections)")
+	flag.IntVar(&o.members, "members", 3, "local member clusters")
+	flag.DurationVar(&o.poll, "poll", 50*time.Millisecond, "how often to query the status service between status events")
+	flag.DurationVar(&o.settle, "settle", 500*time.Millisecond, "pause after a placement is available before the hub change")
+	flag.DurationVar(&o.timeout, "timeout", 3*time.Minute, "bound on each measured change")
+	flag.StringVar(&o.maxUnavailable, "max-unavailable", "", "strategy.rollingUpdate.maxUnavailable of the placements (default Fleet's 25%)")
+	flag.StringVar(&o.dataDir, "data-dir", "", "standalone's data dir (default a fresh temporary one, removed at the end)")
+	flag.BoolVar(&o.keep, "keep", false, "keep the data dir (logs, manifests) at the end")
+	flag.StringVar(&o.logLevel, "log-level", "info", "level of the services' log (in <data-dir>/flotilla.log)")
+	flag.Parse()
+	if o.runs < 1 || o.warmup < 0 || o.members < 1 {
+		fmt.Fprintln(os.Stderr, "latency: -runs and -members must be at least 1, -warmup at least 0")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, o, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "latency: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// bench is the running benchmark: the stack's endpoints and the observers.
+type bench struct {
+	natsURL      string
+	query        *query.Client
+	tracer       *tracer
+	observer     *observer
+	members      []*member
+	kubectl      string
+	kubectlCache string
+	workDir      string
+	poll, settle time.Duration
+	timeout      time.Duration
+}
+
+func run(ctx context.Context, o options, out, progress io.Writer) (err error) {
+	binDir, err := kube.BinDir()
+	if err != nil {
+		return err
+	}
+	kubectl := filepath.Join(binDir, "kubectl")
+	if _, err := os.Stat(kubectl); err != nil {
+		return fmt.Errorf("kubectl for the baseline: %w (make kube-bins builds it)", err)
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return fmt.Errorf("-log-level: %w", err)
+	}
+
+	dataDir := o.dataDir
+	if dataDir == "" {
+		// Under /tmp and world-readable: a local PostgreSQL runs as the postgres user when
+		// this runs as root, and must reach its data there.
+		if dataDir, err = os.MkdirTemp("/tmp", "flotilla-bench-"); err != nil {
+			return err
+		}
+		if err := os.Chmod(dataDir, 0o755); err != nil {
+			return err
+		}
+		if !o.keep {
+			defer func() {
+				if err != nil {
+					fmt.Fprintf(progress, "\nlast lines of the services' log:\n%s\n", tail(filepath.Join(dataDir, "flotilla.log"), 40))
+				}
+				os.RemoveAll(dataDir)
+			}()
+		}
+	}
+	if o.keep {
+		fmt.Fprintf(progress, "data dir (kept): %s\n", dataDir)
+	}
+
+	// The stack runs until stopStack, which waits for it to shut down: members, PostgreSQL
+	// and NATS are stopped before this returns, whatever happened.
+	stackCtx, cancelStack := context.WithCancel(context.WithoutCancel(ctx))
+	ready := make(chan standalone.Endpoints, 1)
+	stackErr := make(chan error, 1)
+	go func() {
+		stackErr <- standalone.Run(stackCtx, standalone.Config{
+			DataDir:        dataDir,
+			NATSListen:     "127.0.0.1:0",
+			LocalMembers:   o.members,
+			KubeBinDir:     binDir,
+			SimulatedNodes: true,
+			Out:            progress,
+			LogLevel:       level,
+			Ready:          func(e standalone.Endpoints) { ready <- e },
+		})
+	}()
+	stopped := false
+	stopStack := func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		cancelStack()
+		return <-stackErr
+	}
+	defer func() {
+		if serr := stopStack(); serr != nil && err == nil {
+			err = fmt.Errorf("stopping the stack: %w", serr)
+		}
+	}()
+
+	var ep standalone.Endpoints
+	select {
+	case ep = <-ready:
+	case err := <-stackErr:
+		stopped = true
+		if err == nil {
+			err = errors.New("it stopped")
+		}
+		return fmt.Errorf("standalone did not start: %w", err)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	// A stack that fails mid-run ends the benchmark.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case err := <-stackErr:
+			stackErr <- err
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+
+	b, closeBench, err := newBench(ctx, ep, o, kubectl, dataDir)
+	if err != nil {
+		return err
+	}
+	defer closeBench()
+	if err := b.waitMembers(ctx, o.members); err != nil {
+		return err
+	}
+
+	strategy := "Fleet's default rollout strategy (maxUnavailable 25%: one member at a time on updates)"
+	if o.maxUnavailable != "" {
+		strategy = "rollingUpdate.maxUnavailable " + o.maxUnavailable
+	}
+	fmt.Fprintf(progress, "\nbenchmark: %d warm-up and %d measured run(s), %s\n", o.warmup, o.runs, strategy)
+	var res results
+	for i := range o.warmup + o.runs {
+		label := fmt.Sprintf("%02d", i-o.warmup+1)
+		if i < o.warmup {
+			label = fmt.Sprintf("w%d", i+1)
+		}
+		f, err := b.runFlotilla(ctx, label, o.maxUnavailable)
+		if err == nil {
+			var k, c baselineRun
+			if k, err = b.runKubectl(ctx, label); err == nil {
+				if c, err = b.runClientGo(ctx, label); err == nil {
+					fmt.Fprintln(progress, runLine(label, f, k, c))
+					if i >= o.warmup {
+						res.flotilla = append(res.flotilla, f)
+						res.kubectl = append(res.kubectl, k)
+						res.clientG = append(res.clientG, c)
+					}
+				}
+			}
+		}
+		if err != nil {
+			if len(res.flotilla) > 0 {
+				res.print(out, o.members, strategy)
+			}
+			return fmt.Errorf("run %s: %w", label, err)
+		}
+	}
+	res.print(out, o.members, strategy)
+	return nil
+}
+
+func newBench(ctx context.Context, ep standalone.Endpoints, o options, kubectl, dataDir string) (*bench, func(), error) {
+	nc, err := nats.Connect(ep.NATSURL, nats.Name("flotilla-bench"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to %s: %w", ep.NATSURL, err)
+	}
+	tr, err := startTracer(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	closeAll := func() {
+		tr.stop()
+		nc.Close()
+	}
+	b := &bench{
+		natsURL: ep.NATSURL, query: query.New(nc), tracer: tr,
+		kubectl: kubectl, kubectlCache: filepath.Join(dataDir, "kubectl-cache"), workDir: filepath.Join(dataDir, "bench"),
+		poll: o.poll, settle: o.settle, timeout: o.timeout,
+	}
+	for _, m := range ep.Members {
+		mm, err := newMember(m.Name, m.Kubeconfig)
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		b.members = append(b.members, mm)
+	}
+	if b.observer, err = observe(ctx, b.members); err != nil {
+		closeAll()
+		return nil, nil, err
+	}
+	return b, closeAll, nil
+}
+
+// waitMembers waits until n members have joined the fleet.
+func (b *bench) waitMembers(ctx context.Context, n int) error {
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	for {
+		ms, err := b.query.Members(ctx, "")
+		joined := 0
+		for _, m := range ms {
+			for _, c := range m.Status.Conditions {
+				if c.Type == string(api.ConditionTypeMemberClusterJoined) && c.Status == "True" {
+					joined++
+				}
+			}
+		}
+		if err == nil && joined == n {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %d members to join (%d joined, %v): %w", n, joined, err, ctx.Err())
+		case <-time.After(b.poll):
+		}
+	}
+}
+
+func tail(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
