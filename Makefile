@@ -6,6 +6,8 @@ MODULES := events migrations harness harness/containers services/scheduler servi
            services/status services/fleetctl services/standalone e2e
 PKGS    := $(addprefix ./,$(addsuffix /...,$(MODULES)))
 GOTEST_FLAGS ?= -race -timeout 40m
+# Flags of the latency benchmark in make bench, e.g. LATENCY_FLAGS="-runs 5 -max-unavailable 100%".
+LATENCY_FLAGS ?=
 KUBE_BINS = $(shell bash hack/kube-bins.sh)
 
 .PHONY: help
@@ -26,12 +28,13 @@ test: deps kube-bins ## unit and integration tests of every module, with the rac
 	FLOTILLA_KUBE_BIN_DIR=$(KUBE_BINS) go test -json $(GOTEST_FLAGS) $(PKGS) | go run ./harness/cmd/testreport
 
 .PHONY: e2e
-e2e: deps kube-bins ## end-to-end scenario tests (one per seed)
-	FLOTILLA_KUBE_BIN_DIR=$(KUBE_BINS) go test $(GOTEST_FLAGS) -v ./e2e/...
+e2e: deps kube-bins ## end-to-end scenario tests (one per seed), on one standalone stack with 4 members
+	FLOTILLA_KUBE_BIN_DIR=$(KUBE_BINS) go test $(GOTEST_FLAGS) -v ./e2e/scenarios/...
 
 .PHONY: bench
-bench: deps kube-bins ## benchmarks (Go benchmarks and programs under bench/)
+bench: deps kube-bins ## benchmarks: the Go benchmarks, then placement latency against kubectl (e2e/bench/latency)
 	FLOTILLA_KUBE_BIN_DIR=$(KUBE_BINS) go test -run '^$$' -bench . -benchmem $(PKGS)
+	FLOTILLA_KUBE_BIN_DIR=$(KUBE_BINS) go run ./e2e/bench/latency $(LATENCY_FLAGS)
 
 .PHONY: lint
 lint: ## go vet, gofmt and staticcheck on every module

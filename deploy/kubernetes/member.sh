@@ -68,6 +68,8 @@ members() { # the member folders of OVERLAY, sorted
 # filter (the server checks), so only that form pins a worker to its own work. The unfiltered
 # form for apply-T remains while events/bus creates the durable with FilterSubjects (which
 # nats.go sends unfiltered); it lets a worker give its own consumer another filter.
+# _INBOX.> is shared by all clients; a per-worker inbox prefix in the worker would let it
+# narrow to _INBOX_apply-T.> (deploy/README.md).
 nats_user() {
 	local name=$1 t key
 	t=$(token "$name")
@@ -83,7 +85,6 @@ nats_user() {
               "flotilla.workstatus.$t.>"
               "flotilla.member.$t"
               "flotilla.deadletter.apply-$t"
-              "\$JS.API.CONSUMER.CREATE.WORK.apply-$t"
               "\$JS.API.CONSUMER.CREATE.WORK.apply-$t.flotilla.work.$t.>"
               "\$JS.API.CONSUMER.INFO.WORK.apply-$t"
               "\$JS.API.CONSUMER.MSG.NEXT.WORK.apply-$t"

@@ -92,13 +92,15 @@ func TestApplyWorkerRunsWithItsOwnNATSUser(t *testing.T) {
 	}
 
 	stopped := make(chan error, 1)
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		stopped <- worker.RunMembers(ctx, wjs, []worker.Member{{Name: member, REST: env.RESTConfig(member)}},
 			worker.Config{Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
 	}()
 	t.Cleanup(func() {
 		cancel()
-		<-stopped
+		<-done
 	})
 
 	got := make(chan error, 1)

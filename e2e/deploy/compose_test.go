@@ -134,8 +134,8 @@ func TestComposeServicesHaveBuildTargets(t *testing.T) {
 func TestComposeServicesAreHealthCheckedAndRestart(t *testing.T) {
 	p := loadCompose(t)
 	for name, s := range p.Services {
-		if len(s.Profiles) > 0 {
-			continue // run on demand, like fleetctl
+		if len(s.Profiles) > 0 || oneShot(s) {
+			continue // run on demand, like fleetctl, or once, like migrate
 		}
 		if s.HealthCheck == nil || len(s.HealthCheck.Test) == 0 || s.HealthCheck.Disable {
 			t.Errorf("service %s has no healthcheck", name)
@@ -159,6 +159,12 @@ func TestComposeStartsServicesInOrder(t *testing.T) {
 		if s.Build == nil {
 			continue
 		}
+		if oneShot(s) {
+			if dep, ok := s.DependsOn["postgres"]; !ok || dep.Condition != types.ServiceConditionHealthy {
+				t.Errorf("one-shot service %s: want depends_on postgres with condition service_healthy", name)
+			}
+			continue
+		}
 		if dep, ok := s.DependsOn["nats"]; !ok || dep.Condition != types.ServiceConditionHealthy {
 			t.Errorf("service %s: want depends_on nats with condition service_healthy, have %+v", name, s.DependsOn)
 		}
@@ -169,6 +175,9 @@ func TestComposeStartsServicesInOrder(t *testing.T) {
 			}
 			if s.Environment["DATABASE_URL"] == nil {
 				t.Errorf("service %s has no DATABASE_URL", name)
+			}
+			if dep, ok := s.DependsOn["migrate"]; !ok || dep.Condition != types.ServiceConditionCompletedSuccessfully {
+				t.Errorf("service %s: want depends_on migrate with condition service_completed_successfully", name)
 			}
 		case "apply":
 			// The control plane declares the WORK stream an apply worker consumes.
@@ -332,11 +341,13 @@ func TestDockerfileCachesEveryWorkspaceModule(t *testing.T) {
 			copied[src] = true
 		}
 	}
-	// go.work names every module; `go mod download` fails unless each go.mod is there.
+	// go.work names every module; `go mod download` fails unless each go.mod is there or the
+	// module has been dropped from the image's workspace.
+	dropped := droppedModules(instructions)
 	for _, use := range work.Use {
 		dir := strings.TrimPrefix(filepath.ToSlash(filepath.Clean(use.Path)), "./")
-		if !copied[dir+"/go.*"] {
-			t.Errorf("Dockerfile does not COPY %s/go.* before downloading modules", dir)
+		if !copied[dir+"/go.*"] && !dropped[dir] {
+			t.Errorf("Dockerfile neither copies %s/go.* before downloading modules nor drops %s from the workspace", dir, dir)
 		}
 	}
 	if !copied["go.work"] {
@@ -364,6 +375,81 @@ func TestDockerfileCachesEveryWorkspaceModule(t *testing.T) {
 	}
 	if uid, _, _ := strings.Cut(user, ":"); uid == "" || uid == "0" || uid == "root" {
 		t.Errorf("final image runs as %q: want a non-root user", user)
+	}
+}
+
+// droppedModules are the modules the Dockerfile removes from the image's workspace
+// (go work edit -dropuse=./DIR).
+func droppedModules(instructions []dockerfileInstruction) map[string]bool {
+	out := map[string]bool{}
+	for _, in := range instructions {
+		if in.cmd != "RUN" {
+			continue
+		}
+		for _, a := range in.args {
+			if dir, ok := strings.CutPrefix(a, "-dropuse="); ok {
+				out[strings.TrimPrefix(filepath.ToSlash(filepath.Clean(dir)), "./")] = true
+			}
+		}
+	}
+	return out
+}
+
+// TestServicesBuildWithoutDroppedModules resolves every service's packages in the workspace the
+// image builds in (go.work less the modules the Dockerfile drops): what the image leaves out
+// must be what no service needs.
+func TestServicesBuildWithoutDroppedModules(t *testing.T) {
+	root := repoRoot(t)
+	instructions := parseDockerfile(t, filepath.Join(root, "deploy/docker/Dockerfile"))
+	dropped := droppedModules(instructions)
+
+	data, err := os.ReadFile(filepath.Join(root, "go.work"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	work, err := modfile.ParseWork("go.work", data, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, use := range work.Use {
+		dir := strings.TrimPrefix(filepath.ToSlash(filepath.Clean(use.Path)), "./")
+		if dropped[dir] {
+			if err := work.DropUse(use.Path); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := work.AddUse(filepath.Join(root, dir), ""); err != nil {
+			t.Fatal(err)
+		} else if err := work.DropUse(use.Path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	work.Cleanup()
+	tmp := t.TempDir()
+	if err := os.WriteFile(filepath.Join(tmp, "go.work"), modfile.Format(work.Syntax), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := os.ReadFile(filepath.Join(root, "go.work.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tmp, "go.work.sum"), sum, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	var mains []string
+	for _, s := range loadCompose(t).Services {
+		if s.Build != nil && s.Build.Args["SERVICE"] != nil {
+			mains = append(mains, mainPackage(root, *s.Build.Args["SERVICE"]))
+		}
+	}
+	slices.Sort(mains)
+	mains = slices.Compact(mains)
+	cmd := exec.CommandContext(t.Context(), "go", append([]string{"list", "-deps", "-f", "{{if .Error}}{{.ImportPath}}: {{.Error}}{{end}}"}, mains...)...)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "GOWORK="+filepath.Join(tmp, "go.work"), "GOFLAGS=-mod=readonly", "CGO_ENABLED=0")
+	out, err := cmd.CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "" {
+		t.Fatalf("services do not build without %v: %v\n%s", keys(dropped), err, out)
 	}
 }
 
@@ -408,4 +494,9 @@ func TestHealthcheckProbe(t *testing.T) {
 	if code, _ := probe(srv.URL + "/readyz"); code != 1 {
 		t.Errorf("stopped service: exit %d, want 1", code)
 	}
+}
+
+// oneShot reports whether a service runs once and exits (the migrate step).
+func oneShot(s types.ServiceConfig) bool {
+	return s.Restart == types.RestartPolicyNo && slices.Contains(s.Command, "--migrate-only")
 }

@@ -69,7 +69,9 @@ func confinementOf(member string, others []string) confinement {
 			"flotilla.workstatus." + m + ".web",
 			"flotilla.member." + m,
 			"flotilla.deadletter.apply-" + m,
-			"$JS.API.CONSUMER.CREATE.WORK.apply-" + m,
+			// The unfiltered form stays while events/bus creates the durable with
+			// FilterSubjects, which nats.go sends without the filter in the subject.
+			"$JS.API.CONSUMER.CREATE.WORK.apply-" + m + ".flotilla.work." + m + ".>",
 			"$JS.API.CONSUMER.INFO.WORK.apply-" + m,
 			"$JS.API.CONSUMER.MSG.NEXT.WORK.apply-" + m,
 			"$JS.ACK.WORK.apply-" + m + ".1.7.3.1767225600000000000.0",
@@ -79,7 +81,8 @@ func confinementOf(member string, others []string) confinement {
 			"$JS.API.CONSUMER.DELETE.WORK.replay-" + m,
 		},
 		pubDeny: []string{
-			// The replay consumer only with the member's filter named in the subject.
+			// Both consumers only with the member's filter named in the subject.
+			"$JS.API.CONSUMER.CREATE.WORK.apply-" + m,
 			"$JS.API.CONSUMER.CREATE.WORK.replay-" + m,
 			"$JS.API.CONSUMER.CREATE.WORK.replay-" + m + ".flotilla.work.>",
 			"$JS.API.CONSUMER.CREATE.WORK.ephemeral",

@@ -122,14 +122,19 @@ func eventually[T any](t *testing.T, what string, check func() (T, error)) T {
 	}
 }
 
-// converged waits until the placement's current generation is scheduled, applied and
-// available on every cluster the policy wants, and returns it.
-func (s *stack) converged(t *testing.T, name string) *api.ClusterResourcePlacement {
+// converged waits until the placement, at generation or later, is scheduled, applied and
+// available on every cluster the policy wants, and returns it. The generation matters: apply
+// only publishes, so right after it the status service may still report the previous spec,
+// converged. (fleetctl wait, which knows no generation to expect, has the same blind spot.)
+func (s *stack) converged(t *testing.T, name string, generation int64) *api.ClusterResourcePlacement {
 	t.Helper()
-	return eventually(t, "placement "+name+" to be applied and available", func() (*api.ClusterResourcePlacement, error) {
+	return eventually(t, fmt.Sprintf("placement %s at generation %d to be applied and available", name, generation), func() (*api.ClusterResourcePlacement, error) {
 		crp, err := s.placement(t, name)
 		if err != nil {
 			return nil, err
+		}
+		if crp.Generation < generation {
+			return nil, fmt.Errorf("the placement is at generation %d", crp.Generation)
 		}
 		for _, typ := range []api.ClusterResourcePlacementConditionType{
 			api.ClusterResourcePlacementScheduledConditionType,

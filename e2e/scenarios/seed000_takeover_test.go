@@ -164,9 +164,11 @@ func TestSeed000TakeoverStory(t *testing.T) {
 	}
 	s.expectExistingUntouched(t, existing, uids)
 
+	t.Logf("fleetctl takeovers --placement web-2-crp:\n%s", s.run(t, "takeovers", "--placement", "web-2-crp"))
+
 	// Step 3: overwrite what differs.
 	s.apply(t, takeoverCRP("      whenToTakeOver: Always"))
-	crp = s.converged(t, "web-2-crp")
+	crp = s.converged(t, "web-2-crp", 3)
 	if f, err := s.failedPlacements(t, "web-2-crp"); err != nil || len(f) != 0 {
 		t.Errorf("failedPlacements after whenToTakeOver Always: %+v %v, want none", f, err)
 	}
@@ -214,6 +216,7 @@ func (s *stack) expectFailures(t *testing.T, name string, generation int64, want
 		if err != nil {
 			return struct{}{}, err
 		}
+		g, _ := yaml.Marshal(got) // as the user sees it, with times
 		for i := range got {
 			for j := range got[i].FailedPlacements {
 				c := &got[i].FailedPlacements[j].Condition
@@ -221,10 +224,10 @@ func (s *stack) expectFailures(t *testing.T, name string, generation int64, want
 			}
 		}
 		if !reflect.DeepEqual(got, want) {
-			g, _ := yaml.Marshal(got)
 			w, _ := yaml.Marshal(want)
 			return struct{}{}, fmt.Errorf("got\n%s\nwant\n%s", g, w)
 		}
+		t.Logf("clusters with failedPlacements, as the seed's jq selects them:\n%s", g)
 		return struct{}{}, nil
 	})
 }

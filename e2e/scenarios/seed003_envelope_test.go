@@ -21,7 +21,9 @@ func TestSeed003EnvelopeIsUnwrappedOnTheMember(t *testing.T) {
 	s := fleetFor(t)
 	s.deleteAtEnd(t, "crp-envelope")
 	s.applyFile(t, "seed003-envelope.yaml")
-	crp := s.converged(t, "crp-envelope")
+	// Applied, as the seed's status shows. (Available follows unavailablePeriodSeconds, 60 by
+	// default, after the apply: a webhook configuration's availability cannot be tracked.)
+	crp := s.applyCondition(t, "crp-envelope", metav1.ConditionTrue)
 
 	if got := scheduledClusters(crp); !reflect.DeepEqual(got, []string{"member-1"}) {
 		t.Errorf("crp-envelope is placed on %v, want member-1", got)

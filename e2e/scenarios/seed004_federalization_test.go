@@ -74,7 +74,7 @@ func TestSeed004FederalizationAdoptsWithoutRestart(t *testing.T) {
 		}
 	}
 
-	crp := s.converged(t, adoptPlacement)
+	crp := s.converged(t, adoptPlacement, 1)
 	if got := scheduledClusters(crp); !slices.Equal(got, []string{"member-1"}) {
 		t.Errorf("%s is placed on %v, want member-1, the policy's cluster", adoptPlacement, got)
 	}
@@ -117,8 +117,17 @@ func TestSeed004FederalizationAdoptsWithoutRestart(t *testing.T) {
 		t.Errorf("Deployment my-nginx on member-1 is uid %s generation %d after federalization, was uid %s generation %d: it was changed",
 			d.UID, d.Generation, before.deployment.UID, before.deployment.Generation)
 	}
-	if d.Labels[api.PropagationPolicyNameLabel] != "nginx-pp" {
-		t.Errorf("Deployment my-nginx on member-1 has labels %v: the hub's copy was not applied", d.Labels)
+	// Adopted: the placement owns it now (the member-side marks of services/apply). The
+	// policy label is a hub-side control and, as KubeAdmiral's own template does, is not
+	// carried to the member.
+	for _, obj := range []metav1.Object{d, after.service} {
+		labels := obj.GetLabels()
+		if labels["placement.flotilla.dev/"+adoptPlacement] != "owner" || labels["flotilla.dev/managed-by"] != "flotilla" {
+			t.Errorf("%s my-nginx on member-1 has labels %v: not owned by %s", kindOf(obj), labels, adoptPlacement)
+		}
+		if _, ok := labels[api.PropagationPolicyNameLabel]; ok {
+			t.Errorf("%s my-nginx on member-1 carries the hub-side label %s", kindOf(obj), api.PropagationPolicyNameLabel)
+		}
 	}
 	if !maps.Equal(after.replicaSets, before.replicaSets) {
 		t.Errorf("ReplicaSets of my-nginx on member-1 are %v, were %v: the pods were rolled", after.replicaSets, before.replicaSets)
@@ -130,6 +139,13 @@ func TestSeed004FederalizationAdoptsWithoutRestart(t *testing.T) {
 		t.Errorf("Service my-nginx on member-1 is uid %s clusterIP %s, was uid %s clusterIP %s",
 			after.service.UID, after.service.Spec.ClusterIP, before.service.UID, before.service.Spec.ClusterIP)
 	}
+}
+
+func kindOf(obj metav1.Object) string {
+	if _, ok := obj.(*appsv1.Deployment); ok {
+		return "Deployment"
+	}
+	return "Service"
 }
 
 // memberObjects are the seed's my-nginx Deployment and Service, for namespace default.

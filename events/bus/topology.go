@@ -199,8 +199,12 @@ func (o TopologyOptions) ApplyConsumerConfig(cluster string) (jetstream.Consumer
 	tok, _ := SubjectToken(cluster) // valid: ApplyConsumerName checked it
 	// Last per subject: the current desired state of each placement, which is
 	// all a new worker needs (the stream keeps nothing older anyway).
-	return o.consumer(name, "Apply worker for cluster "+cluster,
-		jetstream.DeliverLastPerSubjectPolicy, SubjectWorkPrefix+tok+".>"), nil
+	cfg := o.consumer(name, "Apply worker for cluster "+cluster, jetstream.DeliverLastPerSubjectPolicy)
+	// One filter, not FilterSubjects: the client then names it in the create
+	// request's subject, where the server can enforce a worker's permission
+	// to consume its own cluster's work only.
+	cfg.FilterSubject = SubjectWorkPrefix + tok + ".>"
+	return cfg, nil
 }
 
 // consumer declares a durable consumer. It sets no BackOff: the server

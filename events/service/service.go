@@ -9,9 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
@@ -19,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/flotilla-dev/flotilla/events/bus"
+	"github.com/flotilla-dev/flotilla/events/health"
 	"github.com/flotilla-dev/flotilla/events/outbox"
 	"github.com/flotilla-dev/flotilla/migrations"
 )
@@ -153,34 +151,15 @@ func (e *Env) Run(ctx context.Context, loops ...Runnable) error {
 }
 
 func (e *Env) serveHealth(ctx context.Context) error {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+	return health.Serve(ctx, e.opts.HealthAddr, func(ctx context.Context) error {
 		if e.NC.Status() != nats.CONNECTED {
-			http.Error(w, "not connected to NATS", http.StatusServiceUnavailable)
-			return
+			return errors.New("not connected to NATS")
 		}
 		if e.Pool != nil {
-			if err := e.Pool.Ping(r.Context()); err != nil {
-				http.Error(w, "PostgreSQL: "+err.Error(), http.StatusServiceUnavailable)
-				return
+			if err := e.Pool.Ping(ctx); err != nil {
+				return fmt.Errorf("PostgreSQL: %w", err)
 			}
 		}
-		w.Write([]byte("ok\n"))
+		return nil
 	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	ln, err := net.Listen("tcp", e.opts.HealthAddr)
-	if err != nil {
-		return fmt.Errorf("health endpoint: %w", err)
-	}
-	go func() {
-		<-ctx.Done()
-		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(shutdown)
-	}()
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("health endpoint: %w", err)
-	}
-	return nil
 }

@@ -19,8 +19,9 @@ import (
 
 func main() {
 	var opts worker.Options
-	flag.StringVar(&opts.NATSURL, "nats", envOr("NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL")
-	flag.StringVar(&opts.NATSCredentials, "nats-creds", os.Getenv("NATS_CREDS"), "NATS credentials file (optional)")
+	flag.StringVar(&opts.NATSURL, "nats", envOr("FLOTILLA_NATS_URL", envOr("NATS_URL", "nats://127.0.0.1:4222")), "NATS server URL (env FLOTILLA_NATS_URL)")
+	flag.StringVar(&opts.NATSCredentials, "nats-creds", envOr("FLOTILLA_NATS_CREDS", os.Getenv("NATS_CREDS")), "NATS credentials file (optional; env FLOTILLA_NATS_CREDS)")
+	flag.StringVar(&opts.HealthAddr, "health-addr", ":8081", "address of /healthz and /readyz (empty: off)")
 	flag.StringVar(&opts.Cluster, "cluster", "", "member cluster name (with --kubeconfig)")
 	flag.StringVar(&opts.Kubeconfig, "kubeconfig", "", "kubeconfig of the member (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
 	flag.StringVar(&opts.KubeconfigDir, "kubeconfig-dir", "", "run a worker per kubeconfig file in this directory, named after the file")

@@ -182,6 +182,9 @@ func (b *bench) measure(ctx context.Context, name, dir string, keys []objectKey,
 	ms[msAllMembers] = m.times[len(m.times)-1].Sub(t0)
 
 	b.traceMilestones(ms, t0, name, crp)
+	if b.traceOut != nil {
+		b.printTrace(t0, time.Now())
+	}
 	return crp, ms, nil
 }
 
@@ -300,4 +303,30 @@ func summarize(crp *api.ClusterResourcePlacement) string {
 	}
 	return fmt.Sprintf("generation %d, index %s, %d cluster(s): %s", crp.Generation, crp.Status.ObservedResourceIndex,
 		len(crp.Status.PlacementStatuses), strings.Join(parts, " "))
+}
+
+// printTrace writes every event seen on the bus between t0 and end, with its offset.
+func (b *bench) printTrace(t0, end time.Time) {
+	fmt.Fprintf(b.traceOut, "  trace from %s:\n", t0.Format("15:04:05.000"))
+	for _, e := range b.tracer.since(t0) {
+		if e.at.After(end) {
+			break
+		}
+		detail := ""
+		switch p := e.payload.(type) {
+		case *events.WorkReported:
+			detail = fmt.Sprintf(" index %d applied %s available %s observed %+dms", p.ResourceIndex, p.Applied.Status,
+				p.Available.Status, p.ObservedAt.Sub(t0).Milliseconds())
+		case *events.PlacementStatusChanged:
+			detail = " " + summarize(&p.Placement)
+		case *events.RolloutProgressed:
+			for _, c := range p.Clusters {
+				detail += fmt.Sprintf(" %s:%v/%d", c.Cluster, c.Started, c.ResourceIndex)
+			}
+		}
+		if e.typ == events.TypeWorkDesired {
+			detail = fmt.Sprintf(" index %d", e.index)
+		}
+		fmt.Fprintf(b.traceOut, "  %6dms  %-34s %s%s\n", e.at.Sub(t0).Milliseconds(), strings.TrimPrefix(e.typ, "io.flotilla."), e.subject, detail)
+	}
 }

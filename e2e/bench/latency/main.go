@@ -57,6 +57,7 @@ type options struct {
 	dataDir        string
 	keep           bool
 	logLevel       string
+	trace          bool
 }
 
 func main() {
@@ -71,6 +72,7 @@ func main() {
 	flag.StringVar(&o.dataDir, "data-dir", "", "standalone's data dir (default a fresh temporary one, removed at the end)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the data dir (logs, manifests) at the end")
 	flag.StringVar(&o.logLevel, "log-level", "info", "level of the services' log (in <data-dir>/flotilla.log)")
+	flag.BoolVar(&o.trace, "trace", false, "print every event of each measured change, with its offset, to stderr")
 	flag.Parse()
 	if o.runs < 1 || o.warmup < 0 || o.members < 1 {
 		fmt.Fprintln(os.Stderr, "latency: -runs and -members must be at least 1, -warmup at least 0")
@@ -97,6 +99,7 @@ type bench struct {
 	workDir      string
 	poll, settle time.Duration
 	timeout      time.Duration
+	traceOut     io.Writer // nil: no per-event trace
 }
 
 func run(ctx context.Context, o options, out, progress io.Writer) (err error) {
@@ -263,6 +266,9 @@ func newBench(ctx context.Context, ep standalone.Endpoints, o options, kubectl, 
 			return nil, nil, err
 		}
 		b.members = append(b.members, mm)
+	}
+	if o.trace {
+		b.traceOut = os.Stderr
 	}
 	if b.observer, err = observe(ctx, b.members); err != nil {
 		closeAll()

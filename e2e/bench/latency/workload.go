@@ -14,8 +14,8 @@ import (
 // Labels and annotations on every benchmark object. The stamp changes with each version of
 // an object, so that a watch on a member can tell which version it sees.
 const (
-	runLabel        = "bench.flotilla.dev/run"
-	stampAnnotation = "bench.flotilla.dev/stamp"
+	runLabel        = "bench.example.org/run"
+	stampAnnotation = "bench.example.org/stamp"
 	firstStamp      = "v1"
 	editedStamp     = "v2"
 )

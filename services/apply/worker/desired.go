@@ -68,9 +68,18 @@ func (w *Worker) replay(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// An ephemeral consumer that reads without acks and goes away by itself.
+	// A consumer that reads without acks and goes away by itself. Its name is
+	// fixed and its one filter travels in the create request's subject, so a
+	// worker's NATS credentials can allow exactly this consumer on exactly
+	// its own cluster's subjects (deploy/kubernetes/member.sh). One left by a
+	// worker that died mid-replay is removed first: it may have moved on.
+	name := "replay-" + tok
+	if err := w.cfg.JetStream.DeleteConsumer(ctx, bus.StreamWork, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return fmt.Errorf("replay desired state: remove stale consumer: %w", err)
+	}
 	cons, err := w.cfg.JetStream.CreateConsumer(ctx, bus.StreamWork, jetstream.ConsumerConfig{
-		FilterSubjects:    []string{bus.SubjectWorkPrefix + tok + ".>"},
+		Name:              name,
+		FilterSubject:     bus.SubjectWorkPrefix + tok + ".>",
 		DeliverPolicy:     jetstream.DeliverLastPerSubjectPolicy,
 		AckPolicy:         jetstream.AckNonePolicy,
 		InactiveThreshold: time.Minute,

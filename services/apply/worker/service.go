@@ -16,6 +16,8 @@ import (
 	"golang.org/x/sync/errgroup"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/flotilla-dev/flotilla/events/health"
 )
 
 // Options configure the apply service: one worker (Cluster and Kubeconfig) or
@@ -35,7 +37,10 @@ type Options struct {
 	HeartbeatPeriod time.Duration
 	ResyncPeriod    time.Duration
 	Placements      int
-	Logger          *slog.Logger
+	// HealthAddr, when set, serves /healthz and /readyz (ready while
+	// connected to NATS).
+	HealthAddr string
+	Logger     *slog.Logger
 }
 
 // Member is a member cluster to run a worker for.
@@ -129,12 +134,26 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)
 	}
-	return RunMembers(ctx, js, members, Config{
+	cfg := Config{
 		HeartbeatPeriod: opts.HeartbeatPeriod,
 		ResyncPeriod:    opts.ResyncPeriod,
 		Placements:      opts.Placements,
 		Logger:          opts.Logger,
+	}
+	if opts.HealthAddr == "" {
+		return RunMembers(ctx, js, members, cfg)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		return health.Serve(gctx, opts.HealthAddr, func(context.Context) error {
+			if nc.Status() != nats.CONNECTED {
+				return errors.New("not connected to NATS")
+			}
+			return nil
+		})
 	})
+	g.Go(func() error { return RunMembers(gctx, js, members, cfg) })
+	return g.Wait()
 }
 
 // RunMembers runs a worker per member on js until ctx ends, each configured

@@ -195,7 +195,11 @@ func selectOne(ctx context.Context, s api.ClusterResourceSelector, store Store) 
 				continue // left out as a namespace's contents leave it out
 			}
 		}
-		if !match.Matches(selectionLabels(o)) {
+		set := labels.Set(o.Labels)
+		if namespaceAware {
+			set = selectionLabels(o)
+		}
+		if !match.Matches(set) {
 			continue
 		}
 		out = append(out, o)
@@ -236,7 +240,8 @@ func namesNamespaceLabel(sel *metav1.LabelSelector) bool {
 }
 
 // selectionLabels are an object's labels with NamespaceLabel set to its
-// namespace. Only a namespace-aware selector can tell the difference.
+// namespace, for a namespace-aware selector (no other selector can tell the
+// difference, so they match the labels as they are).
 func selectionLabels(o Object) labels.Set {
 	set := make(labels.Set, len(o.Labels)+1)
 	for k, v := range o.Labels {

@@ -6,40 +6,40 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
+	"github.com/flotilla-dev/flotilla/events/service"
 	"github.com/flotilla-dev/flotilla/services/rollout"
 )
 
 func main() {
+	var f service.Flags
+	f.Register(flag.CommandLine, ":8081")
 	var cfg rollout.Config
-	flag.StringVar(&cfg.NATSURL, "nats", envOr("FLOTILLA_NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL")
-	flag.StringVar(&cfg.DatabaseURL, "database-url", os.Getenv("DATABASE_URL"), "PostgreSQL connection string")
-	flag.StringVar(&cfg.HealthAddr, "health-addr", ":8082", "address of /healthz and /readyz (empty: off)")
 	flag.DurationVar(&cfg.SnapshotWindow, "snapshot-window", durationEnv("FLOTILLA_SNAPSHOT_WINDOW", rollout.DefaultSnapshotWindow),
 		"how long hub changes are collected into one resource snapshot")
 	flag.DurationVar(&cfg.StuckAfter, "stuck-after", durationEnv("FLOTILLA_STUCK_AFTER", rollout.DefaultStuckAfter),
 		"how long a cluster may take to become applied and available before the rollout reports it stuck")
 	flag.Parse()
-	cfg.Logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := rollout.Run(ctx, cfg); err != nil {
-		fmt.Fprintln(os.Stderr, err)
+	if err := run(ctx, f, cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "rollout:", err)
 		os.Exit(1)
 	}
 }
 
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
+func run(ctx context.Context, f service.Flags, cfg rollout.Config) error {
+	if f.MigrateOnly {
+		return service.Migrate(ctx, f.DatabaseURL)
 	}
-	return def
+	cfg.NATSURL, cfg.DatabaseURL, cfg.HealthAddr, cfg.Logger = f.NATSURL, f.DatabaseURL, f.HealthAddr, f.Logger()
+	cfg.Topology.Replicas = f.StreamReplicas
+	return rollout.Run(ctx, cfg)
 }
 
 // durationEnv reads a duration default from the environment; a value that

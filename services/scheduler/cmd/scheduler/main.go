@@ -5,33 +5,32 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/flotilla-dev/flotilla/events/service"
 	"github.com/flotilla-dev/flotilla/services/scheduler"
 )
 
 func main() {
-	var cfg scheduler.Config
-	flag.StringVar(&cfg.NATSURL, "nats", envOr("FLOTILLA_NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL")
-	flag.StringVar(&cfg.DatabaseURL, "database-url", os.Getenv("DATABASE_URL"), "PostgreSQL connection string")
-	flag.StringVar(&cfg.HealthAddr, "health-addr", ":8081", "address of /healthz and /readyz (empty: off)")
+	var f service.Flags
+	f.Register(flag.CommandLine, ":8081")
 	flag.Parse()
-	cfg.Logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := scheduler.Run(ctx, cfg); err != nil {
-		fmt.Fprintln(os.Stderr, err)
+	if err := run(ctx, f); err != nil {
+		fmt.Fprintln(os.Stderr, "scheduler:", err)
 		os.Exit(1)
 	}
 }
 
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
+func run(ctx context.Context, f service.Flags) error {
+	if f.MigrateOnly {
+		return service.Migrate(ctx, f.DatabaseURL)
 	}
-	return def
+	cfg := scheduler.Config{NATSURL: f.NATSURL, DatabaseURL: f.DatabaseURL, HealthAddr: f.HealthAddr, Logger: f.Logger()}
+	cfg.Topology.Replicas = f.StreamReplicas
+	return scheduler.Run(ctx, cfg)
 }

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/flotilla-dev/flotilla/events/api"
+)
+
+func TestSummariseUsesNearestRank(t *testing.T) {
+	var ds []time.Duration
+	for i := 20; i >= 1; i-- { // unsorted on purpose
+		ds = append(ds, time.Duration(i)*time.Millisecond)
+	}
+	got := summarise(ds)
+	want := stats{n: 20, p50: 10 * time.Millisecond, p90: 18 * time.Millisecond, min: time.Millisecond, max: 20 * time.Millisecond}
+	if got != want {
+		t.Errorf("summarise(1..20ms) = %+v, want %+v", got, want)
+	}
+	if ds[0] != 20*time.Millisecond {
+		t.Error("summarise sorted its argument in place")
+	}
+}
+
+// The end of a measured change is when the status says Applied for what was changed; an
+// Applied left over from the previous generation or snapshot must not end it early.
+func TestAppliedEverywhere(t *testing.T) {
+	applied := func(gen int64) metav1.Condition {
+		return metav1.Condition{Type: string(api.ClusterResourcePlacementAppliedConditionType), Status: metav1.ConditionTrue, ObservedGeneration: gen}
+	}
+	cluster := func(name, index string, gen int64) api.ResourcePlacementStatus {
+		return api.ResourcePlacementStatus{ClusterName: name, ObservedResourceIndex: index, Conditions: []metav1.Condition{
+			{Type: string(api.PerClusterAppliedConditionType), Status: metav1.ConditionTrue, ObservedGeneration: gen},
+		}}
+	}
+	selected := make([]api.ResourceIdentifier, objectsPerNamespace)
+	crp := func(gen int64, index string, selected []api.ResourceIdentifier, clusters ...api.ResourcePlacementStatus) *api.ClusterResourcePlacement {
+		return &api.ClusterResourcePlacement{
+			ObjectMeta: metav1.ObjectMeta{Name: "p", Generation: gen},
+			Status: api.PlacementStatus{
+				ObservedResourceIndex: index, SelectedResources: selected, PlacementStatuses: clusters,
+				Conditions: []metav1.Condition{applied(gen)},
+			},
+		}
+	}
+	all := func(index string, gen int64) []api.ResourcePlacementStatus {
+		return []api.ResourcePlacementStatus{cluster("m1", index, gen), cluster("m2", index, gen), cluster("m3", index, gen)}
+	}
+	stale := crp(2, "0", selected, all("0", 2)...)
+	stale.Status.Conditions[0].ObservedGeneration = 1
+
+	for _, tc := range []struct {
+		name  string
+		crp   *api.ClusterResourcePlacement
+		after int64
+		want  bool
+	}{
+		{"new placement applied everywhere", crp(1, "0", selected, all("0", 1)...), -1, true},
+		{"applied for an older generation", stale, -1, false},
+		{"on two of three members", crp(1, "0", selected, all("0", 1)[:2]...), -1, false},
+		{"part of the workload selected", crp(1, "0", selected[:5], all("0", 1)...), -1, false},
+		{"hub change not rolled out yet", crp(1, "0", selected, all("0", 1)...), 0, false},
+		{"hub change on one member so far", crp(1, "1", selected, cluster("m1", "1", 1), cluster("m2", "0", 1), cluster("m3", "0", 1)), 0, false},
+		{"hub change applied everywhere", crp(1, "1", selected, all("1", 1)...), 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := appliedEverywhere(tc.crp, 3, tc.after); got != tc.want {
+				t.Errorf("appliedEverywhere = %v, want %v (%s)", got, tc.want, summarize(tc.crp))
+			}
+		})
+	}
+}
