@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/services/fleetctl/printer"
 	"github.com/flotilla-dev/flotilla/services/fleetctl/query"
 )
@@ -73,23 +72,11 @@ func (a *app) get(ctx context.Context, p printer.Printer, r resource, names []st
 	var missing []error
 	switch r {
 	case placements:
-		var items []api.ClusterResourcePlacement
-		if len(names) == 0 {
-			if items, err = q.Placements(ctx, selector); err != nil {
-				return err
-			}
+		items, miss, err := fetch(ctx, r, names, selector, q.Placements, q.Placement)
+		if err != nil {
+			return err
 		}
-		for _, n := range names {
-			crp, err := q.Placement(ctx, n)
-			switch {
-			case errors.Is(err, query.ErrNotFound):
-				missing = append(missing, notFound(r, n))
-			case err != nil:
-				return err
-			default:
-				items = append(items, *crp)
-			}
-		}
+		missing = miss
 		if len(items) > 0 {
 			if err := p.Placements(a.out, items, len(names) == 1); err != nil {
 				return err
@@ -98,23 +85,11 @@ func (a *app) get(ctx context.Context, p printer.Printer, r resource, names []st
 			a.noResources(p, a.err)
 		}
 	case members:
-		var items []api.MemberCluster
-		if len(names) == 0 {
-			if items, err = q.Members(ctx, selector); err != nil {
-				return err
-			}
+		items, miss, err := fetch(ctx, r, names, selector, q.Members, q.Member)
+		if err != nil {
+			return err
 		}
-		for _, n := range names {
-			m, err := q.Member(ctx, n)
-			switch {
-			case errors.Is(err, query.ErrNotFound):
-				missing = append(missing, notFound(r, n))
-			case err != nil:
-				return err
-			default:
-				items = append(items, *m)
-			}
-		}
+		missing = miss
 		if len(items) > 0 {
 			if err := p.Members(a.out, items, len(names) == 1); err != nil {
 				return err
@@ -177,23 +152,11 @@ func (a *app) describe(ctx context.Context, r resource, names []string) error {
 	}
 	switch r {
 	case placements:
-		var items []api.ClusterResourcePlacement
-		if len(names) == 0 {
-			if items, err = q.Placements(ctx, ""); err != nil {
-				return err
-			}
+		items, miss, err := fetch(ctx, r, names, "", q.Placements, q.Placement)
+		if err != nil {
+			return err
 		}
-		for _, n := range names {
-			crp, err := q.Placement(ctx, n)
-			switch {
-			case errors.Is(err, query.ErrNotFound):
-				missing = append(missing, notFound(r, n))
-			case err != nil:
-				return err
-			default:
-				items = append(items, *crp)
-			}
-		}
+		missing = miss
 		for i := range items {
 			separate()
 			if err := p.DescribePlacement(a.out, &items[i]); err != nil {
@@ -204,23 +167,11 @@ func (a *app) describe(ctx context.Context, r resource, names []string) error {
 			fmt.Fprintln(a.err, "No resources found")
 		}
 	case members:
-		var items []api.MemberCluster
-		if len(names) == 0 {
-			if items, err = q.Members(ctx, ""); err != nil {
-				return err
-			}
+		items, miss, err := fetch(ctx, r, names, "", q.Members, q.Member)
+		if err != nil {
+			return err
 		}
-		for _, n := range names {
-			m, err := q.Member(ctx, n)
-			switch {
-			case errors.Is(err, query.ErrNotFound):
-				missing = append(missing, notFound(r, n))
-			case err != nil:
-				return err
-			default:
-				items = append(items, *m)
-			}
-		}
+		missing = miss
 		for i := range items {
 			separate()
 			if err := p.DescribeMember(a.out, &items[i]); err != nil {
@@ -232,4 +183,28 @@ func (a *app) describe(ctx context.Context, r resource, names []string) error {
 		}
 	}
 	return errors.Join(missing...)
+}
+
+// fetch lists every object (filtered by selector) when no names are given,
+// else gets each named one, collecting kubectl-style errors for the missing.
+func fetch[T any](ctx context.Context, r resource, names []string, selector string,
+	list func(context.Context, string) ([]T, error), get func(context.Context, string) (*T, error)) ([]T, []error, error) {
+	if len(names) == 0 {
+		items, err := list(ctx, selector)
+		return items, nil, err
+	}
+	var items []T
+	var missing []error
+	for _, n := range names {
+		obj, err := get(ctx, n)
+		switch {
+		case errors.Is(err, query.ErrNotFound):
+			missing = append(missing, notFound(r, n))
+		case err != nil:
+			return nil, nil, err
+		default:
+			items = append(items, *obj)
+		}
+	}
+	return items, missing, nil
 }
