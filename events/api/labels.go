@@ -56,3 +56,11 @@ const (
 	AllocatableCapacityName = "allocatable"
 	AvailableCapacityName   = "available"
 )
+
+// NamespaceSelectionLabel is a label every hub object carries for selection
+// only (never stored or placed): its value is the object's namespace, empty
+// for a cluster-scoped object. A resource selector whose labelSelector names
+// it may select namespaced kinds directly, within the namespaces it matches;
+// this is how KubeAdmiral's PropagationPolicy is carried (fleetctl converts
+// one into placements selecting NamespaceSelectionLabel=<its namespace>).
+const NamespaceSelectionLabel = "flotilla.dev/namespace"

@@ -58,6 +58,7 @@ type options struct {
 	keep           bool
 	logLevel       string
 	trace          bool
+	idle           int
 }
 
 func main() {
@@ -73,6 +74,7 @@ func main() {
 	flag.BoolVar(&o.keep, "keep", false, "keep the data dir (logs, manifests) at the end")
 	flag.StringVar(&o.logLevel, "log-level", "info", "level of the services' log (in <data-dir>/flotilla.log)")
 	flag.BoolVar(&o.trace, "trace", false, "print every event of each measured change, with its offset, to stderr")
+	flag.IntVar(&o.idle, "idle-placements", 0, "small placements to put in place before the measured runs (a fleet that already holds work)")
 	flag.Parse()
 	if o.runs < 1 || o.warmup < 0 || o.members < 1 {
 		fmt.Fprintln(os.Stderr, "latency: -runs and -members must be at least 1, -warmup at least 0")
@@ -100,6 +102,7 @@ type bench struct {
 	poll, settle time.Duration
 	timeout      time.Duration
 	traceOut     io.Writer // nil: no per-event trace
+	progress     io.Writer
 }
 
 func run(ctx context.Context, o options, out, progress io.Writer) (err error) {
@@ -195,7 +198,7 @@ func run(ctx context.Context, o options, out, progress io.Writer) (err error) {
 		}
 	}()
 
-	b, closeBench, err := newBench(ctx, ep, o, kubectl, dataDir)
+	b, closeBench, err := newBench(ctx, ep, o, kubectl, dataDir, progress)
 	if err != nil {
 		return err
 	}
@@ -207,6 +210,12 @@ func run(ctx context.Context, o options, out, progress io.Writer) (err error) {
 	strategy := "Fleet's default rollout strategy (maxUnavailable 25%: one member at a time on updates)"
 	if o.maxUnavailable != "" {
 		strategy = "rollingUpdate.maxUnavailable " + o.maxUnavailable
+	}
+	if o.idle > 0 {
+		if err := b.placeIdle(ctx, o.idle); err != nil {
+			return err
+		}
+		strategy += fmt.Sprintf(", %d idle placements in place", o.idle)
 	}
 	fmt.Fprintf(progress, "\nbenchmark: %d warm-up and %d measured run(s), %s\n", o.warmup, o.runs, strategy)
 	var res results
@@ -240,7 +249,7 @@ func run(ctx context.Context, o options, out, progress io.Writer) (err error) {
 	return nil
 }
 
-func newBench(ctx context.Context, ep standalone.Endpoints, o options, kubectl, dataDir string) (*bench, func(), error) {
+func newBench(ctx context.Context, ep standalone.Endpoints, o options, kubectl, dataDir string, progress io.Writer) (*bench, func(), error) {
 	nc, err := nats.Connect(ep.NATSURL, nats.Name("flotilla-bench"))
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect to %s: %w", ep.NATSURL, err)
@@ -257,7 +266,7 @@ func newBench(ctx context.Context, ep standalone.Endpoints, o options, kubectl, 
 	b := &bench{
 		natsURL: ep.NATSURL, query: query.New(nc), tracer: tr,
 		kubectl: kubectl, kubectlCache: filepath.Join(dataDir, "kubectl-cache"), workDir: filepath.Join(dataDir, "bench"),
-		poll: o.poll, settle: o.settle, timeout: o.timeout,
+		poll: o.poll, settle: o.settle, timeout: o.timeout, progress: progress,
 	}
 	for _, m := range ep.Members {
 		mm, err := newMember(m.Name, m.Kubeconfig)

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"reflect"
 	"strings"
@@ -288,4 +289,42 @@ func TestWaitWithoutStatusServiceTimesOutSayingSo(t *testing.T) {
 	if r.e == nil || !strings.Contains(r.e.Error(), "timed out waiting") || !strings.Contains(r.e.Error(), "the status service is not running") {
 		t.Errorf("error = %v", r.e)
 	}
+}
+
+// TestWaitRightAfterApplyWaitsForTheNewSpec: the status service still shows
+// the previous spec, converged; wait must not take that for the new one.
+func TestWaitRightAfterApplyWaitsForTheNewSpec(t *testing.T) {
+	f, nats := statusFixture(t)
+	placement := func(n int) string {
+		return fmt.Sprintf(`apiVersion: placement.kubernetes-fleet.io/v1beta1
+kind: ClusterResourcePlacement
+metadata: {name: scaled}
+spec:
+  resourceSelectors: [{group: "", version: v1, kind: Namespace, name: scaled}]
+  policy: {placementType: PickN, numberOfClusters: %d}
+`, n)
+	}
+	converged := func(yaml string) api.ClusterResourcePlacement {
+		obj, err := api.Decode([]byte(yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		crp := *obj.(*api.ClusterResourcePlacement)
+		api.SetDefaults(&crp)
+		crp.Generation = 1
+		crp.Status.Conditions = []metav1.Condition{{Type: string(api.ClusterResourcePlacementAppliedConditionType),
+			Status: metav1.ConditionTrue, ObservedGeneration: 1, Reason: "ApplySucceeded"}}
+		return crp
+	}
+	f.setPlacement(converged(placement(2)))
+	if r := fleetctl(t, placement(3), append([]string{"apply", "-f", "-"}, nats...)...); r.e != nil {
+		t.Fatalf("apply: %v\n%s", r.e, r.err)
+	}
+	r := fleetctl(t, "", append([]string{"wait", "crp", "scaled", "--for=condition=Applied", "--timeout=300ms", "--poll-interval=50ms"}, nats...)...)
+	if r.e == nil || !strings.HasSuffix(r.e.Error(), "the status service has not caught up with the latest spec published for the placement yet") {
+		t.Fatalf("wait on the old spec: error = %v", r.e)
+	}
+	f.setPlacement(converged(placement(3)))
+	r = fleetctl(t, "", append([]string{"wait", "crp", "scaled", "--for=condition=Applied", "--timeout=10s", "--poll-interval=50ms"}, nats...)...)
+	wantLines(t, r, "clusterresourceplacement.placement.kubernetes-fleet.io/scaled condition met")
 }

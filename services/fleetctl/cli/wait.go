@@ -1,18 +1,22 @@
 package cli
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
+	"github.com/flotilla-dev/flotilla/events/bus"
 	"github.com/flotilla-dev/flotilla/services/fleetctl/query"
 )
 
@@ -200,6 +204,10 @@ func (a *app) waitOne(ctx context.Context, nc *nats.Conn, q *query.Client, name 
 			defer func() { _ = sub.Unsubscribe() }()
 		}
 	}
+	// Right after `fleetctl apply`, the status service may still describe the
+	// previous spec, its conditions already met: wait for the spec last
+	// published on the bus.
+	latest := a.latestSpec(ctx, nc, name)
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
 	current := "no answer from the status service yet"
@@ -219,6 +227,8 @@ func (a *app) waitOne(ctx context.Context, nc *nats.Conn, q *query.Client, name 
 			return err
 		case f.deleted:
 			current = "the placement still exists"
+		case latest != nil && !sameSpec(&crp.Spec, latest):
+			current = "the status service has not caught up with the latest spec published for the placement yet"
 		default:
 			met, state := f.check(crp)
 			if met {
@@ -236,4 +246,43 @@ func (a *app) waitOne(ctx context.Context, nc *nats.Conn, q *query.Client, name 
 		case <-ticker.C:
 		}
 	}
+}
+
+// latestSpec is the defaulted spec of the last PlacementUpserted event
+// published for the placement, or nil when there is none or it cannot be read
+// (credentials without access to the stream, for one).
+func (a *app) latestSpec(ctx context.Context, nc *nats.Conn, name string) *api.PlacementSpec {
+	subject, err := events.PlacementSubject(name)
+	if err != nil {
+		return nil
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil
+	}
+	stream, err := js.Stream(ctx, bus.StreamEvents)
+	if err != nil {
+		return nil
+	}
+	raw, err := stream.GetLastMsgForSubject(ctx, subject)
+	if err != nil {
+		return nil
+	}
+	ev, err := bus.Decode(&nats.Msg{Subject: raw.Subject, Header: raw.Header, Data: raw.Data})
+	if err != nil {
+		return nil
+	}
+	p, err := events.DecodeAs[events.PlacementUpserted](ev)
+	if err != nil {
+		return nil
+	}
+	api.SetDefaults(&p.Placement)
+	return &p.Placement.Spec
+}
+
+// sameSpec compares two defaulted specs.
+func sameSpec(a, b *api.PlacementSpec) bool {
+	x, err1 := json.Marshal(a)
+	y, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && bytes.Equal(x, y)
 }

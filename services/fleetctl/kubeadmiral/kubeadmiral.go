@@ -75,9 +75,8 @@ const (
 
 	// NamespaceLabel is matched by the rollout's selection against an
 	// object's namespace rather than its labels; a selector that names it
-	// may select namespaced kinds. It must equal
-	// services/rollout/selection.NamespaceLabel.
-	NamespaceLabel = "flotilla.dev/namespace"
+	// may select namespaced kinds.
+	NamespaceLabel = api.NamespaceSelectionLabel
 
 	// KindsAnnotation on a policy lists extra kinds to select, comma-separated
 	// as group/version/Kind, or version/Kind for the core group:

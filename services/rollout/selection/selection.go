@@ -36,9 +36,7 @@ import (
 // namespaced ResourcePlacement selects within its namespace. A selector that
 // does not name the key keeps the ClusterResourcePlacement rule: namespaced
 // objects are placed through their Namespace.
-//
-// fleetctl's kubeadmiral package writes the same key; keep them equal.
-const NamespaceLabel = "flotilla.dev/namespace"
+const NamespaceLabel = api.NamespaceSelectionLabel
 
 // Object is one hub object as selection sees it.
 type Object struct {
