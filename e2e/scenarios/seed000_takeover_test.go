@@ -1,11 +1,13 @@
 package scenarios
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -189,6 +191,51 @@ func TestSeed000TakeoverStory(t *testing.T) {
 			}
 		}
 	}
+	s.expectAuditedTakeovers(t)
+}
+
+// expectAuditedTakeovers runs the README's "who took over what, when, and
+// why" query and checks it tells the story: refused with Never, refused for
+// a difference with IfNoDiff, taken over with Always.
+func (s *stack) expectAuditedTakeovers(t *testing.T) {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), s.DatabaseURL)
+	if err != nil {
+		t.Fatalf("connect to the stack's database: %v", err)
+	}
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(t.Context(), `
+		select cluster, kind, object, mode, outcome, coalesce(diff_paths::text, '')
+		from takeover_history where placement = 'web-2-crp' and cluster = 'member-3'
+		order by decided_at`)
+	if err != nil {
+		t.Fatalf("audit query: %v", err)
+	}
+	var story []string
+	for rows.Next() {
+		var cluster, kind, object, mode, outcome, diffs string
+		if err := rows.Scan(&cluster, &kind, &object, &mode, &outcome, &diffs); err != nil {
+			t.Fatal(err)
+		}
+		if object != "web-2" {
+			continue
+		}
+		entry := mode + ":" + outcome
+		if outcome == "refused" && !strings.Contains(diffs, "/metadata/labels/team") {
+			t.Errorf("the refusal under %s records diff paths %s, want /metadata/labels/team", mode, diffs)
+		}
+		if len(story) == 0 || story[len(story)-1] != entry {
+			story = append(story, entry)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"Never:not-taken-over", "IfNoDiff:refused", "Always:taken"}
+	if !reflect.DeepEqual(story, want) {
+		t.Errorf("takeover_history for web-2 on member-3 tells %v, want %v", story, want)
+	}
+	t.Logf("takeover_history for web-2 on member-3: %v", story)
 }
 
 // failure is a failed placement of namespace name as the seeds show it.
