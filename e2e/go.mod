@@ -6,6 +6,7 @@ require (
 	github.com/cloudevents/sdk-go/v2 v2.16.2
 	github.com/compose-spec/compose-go/v2 v2.16.2
 	github.com/flotilla-dev/flotilla/services/apply v0.0.0
+	github.com/jackc/pgx/v5 v5.12.0
 	github.com/nats-io/nats-server/v2 v2.15.2
 	github.com/nats-io/nats.go v1.55.0
 	golang.org/x/mod v0.42.0
@@ -15,7 +16,7 @@ require (
 )
 
 require (
-	dario.cat/mergo v1.0.1 // indirect
+	dario.cat/mergo v1.0.2 // indirect
 	github.com/Masterminds/goutils v1.1.1 // indirect
 	github.com/Masterminds/semver/v3 v3.3.0 // indirect
 	github.com/Masterminds/sprig/v3 v3.3.0 // indirect
@@ -39,7 +40,6 @@ require (
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
-	github.com/jackc/pgx/v5 v5.12.0 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/jackc/tern/v2 v2.3.4 // indirect
 	github.com/josharian/intern v1.0.0 // indirect
@@ -122,3 +122,5 @@ replace github.com/flotilla-dev/flotilla/services/apply => ../services/apply
 replace github.com/flotilla-dev/flotilla/services/fleetctl => ../services/fleetctl
 
 replace github.com/flotilla-dev/flotilla/services/standalone => ../services/standalone
+
+replace github.com/flotilla-dev/flotilla/harness/containers => ../harness/containers

@@ -9,7 +9,7 @@ require (
 	github.com/google/uuid v1.6.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/nats-io/nats.go v1.55.0
-	go.yaml.in/yaml/v3 v3.0.4
+	go.yaml.in/yaml/v3 v3.0.5
 	golang.org/x/sync v0.24.0
 	k8s.io/apimachinery v0.36.3
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730
@@ -17,7 +17,7 @@ require (
 )
 
 require (
-	dario.cat/mergo v1.0.1 // indirect
+	dario.cat/mergo v1.0.2 // indirect
 	github.com/Masterminds/goutils v1.1.1 // indirect
 	github.com/Masterminds/semver/v3 v3.3.0 // indirect
 	github.com/Masterminds/sprig/v3 v3.3.0 // indirect
@@ -61,3 +61,19 @@ require (
 replace github.com/flotilla-dev/flotilla/harness => ../harness
 
 replace github.com/flotilla-dev/flotilla/migrations => ../migrations
+
+replace github.com/flotilla-dev/flotilla/e2e => ../e2e
+
+replace github.com/flotilla-dev/flotilla/harness/containers => ../harness/containers
+
+replace github.com/flotilla-dev/flotilla/services/apply => ../services/apply
+
+replace github.com/flotilla-dev/flotilla/services/fleetctl => ../services/fleetctl
+
+replace github.com/flotilla-dev/flotilla/services/rollout => ../services/rollout
+
+replace github.com/flotilla-dev/flotilla/services/scheduler => ../services/scheduler
+
+replace github.com/flotilla-dev/flotilla/services/standalone => ../services/standalone
+
+replace github.com/flotilla-dev/flotilla/services/status => ../services/status

@@ -11,12 +11,13 @@ for d in $mods; do
 	args=()
 	for o in $mods; do
 		[ "$o" = "$d" ] && continue
+		# Replaces count only in the main module, so every module replaces
+		# every workspace module (its imports' imports may need one).
+		args+=(-replace="$M/$o=$rel/$o")
 		if grep -rqs --include='*.go' "\"$M/$o[\"/]" "$d"; then
-			args+=(-require="$M/$o@v0.0.0" -replace="$M/$o=$rel/$o")
-		else
-			args+=(-droprequire="$M/$o" -dropreplace="$M/$o")
+			args+=(-require="$M/$o@v0.0.0")
 		fi
 	done
-	(cd "$d" && go mod edit "${args[@]}" && go mod tidy)
+	(cd "$d" && go mod edit "${args[@]}" && GOWORK=off go mod tidy -e)
 	echo "tidy: $d"
 done

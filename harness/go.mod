@@ -11,9 +11,25 @@ require (
 )
 
 require (
+	dario.cat/mergo v1.0.2 // indirect
+	github.com/Masterminds/goutils v1.1.1 // indirect
+	github.com/Masterminds/semver/v3 v3.3.0 // indirect
+	github.com/Masterminds/sprig/v3 v3.3.0 // indirect
+	github.com/huandu/xstrings v1.5.0 // indirect
+	github.com/jackc/tern/v2 v2.3.4 // indirect
+	github.com/mitchellh/copystructure v1.2.0 // indirect
+	github.com/mitchellh/reflectwalk v1.0.2 // indirect
+	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
+	github.com/shopspring/decimal v1.4.0 // indirect
+	github.com/spf13/cast v1.7.0 // indirect
+	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
+)
+
+require (
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
 	github.com/emicklei/go-restful/v3 v3.13.0 // indirect
+	github.com/flotilla-dev/flotilla/migrations v0.0.0
 	github.com/fxamacker/cbor/v2 v2.9.0 // indirect
 	github.com/go-logr/logr v1.4.3 // indirect
 	github.com/go-openapi/jsonpointer v0.21.0 // indirect
@@ -52,7 +68,7 @@ require (
 	google.golang.org/protobuf v1.36.12-0.20260120151049-f2248ac996af // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
-	k8s.io/api v0.36.3 // indirect
+	k8s.io/api v0.36.3
 	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/kube-openapi v0.0.0-20260317180543-43fb72c5454a // indirect
 	k8s.io/utils v0.0.0-20260210185600-b8788abfbbc2 // indirect
@@ -61,3 +77,23 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.3.3 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
+
+replace github.com/flotilla-dev/flotilla/e2e => ../e2e
+
+replace github.com/flotilla-dev/flotilla/events => ../events
+
+replace github.com/flotilla-dev/flotilla/harness/containers => ../harness/containers
+
+replace github.com/flotilla-dev/flotilla/migrations => ../migrations
+
+replace github.com/flotilla-dev/flotilla/services/apply => ../services/apply
+
+replace github.com/flotilla-dev/flotilla/services/fleetctl => ../services/fleetctl
+
+replace github.com/flotilla-dev/flotilla/services/rollout => ../services/rollout
+
+replace github.com/flotilla-dev/flotilla/services/scheduler => ../services/scheduler
+
+replace github.com/flotilla-dev/flotilla/services/standalone => ../services/standalone
+
+replace github.com/flotilla-dev/flotilla/services/status => ../services/status

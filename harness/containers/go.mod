@@ -9,6 +9,20 @@ require (
 )
 
 require (
+	github.com/Masterminds/goutils v1.1.1 // indirect
+	github.com/Masterminds/semver/v3 v3.3.0 // indirect
+	github.com/Masterminds/sprig/v3 v3.3.0 // indirect
+	github.com/huandu/xstrings v1.5.0 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	github.com/jackc/tern/v2 v2.3.4 // indirect
+	github.com/mitchellh/copystructure v1.2.0 // indirect
+	github.com/mitchellh/reflectwalk v1.0.2 // indirect
+	github.com/shopspring/decimal v1.4.0 // indirect
+	github.com/spf13/cast v1.7.0 // indirect
+	golang.org/x/sync v0.24.0 // indirect
+)
+
+require (
 	dario.cat/mergo v1.0.2 // indirect
 	github.com/Microsoft/go-winio v0.6.2 // indirect
 	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
@@ -23,13 +37,14 @@ require (
 	github.com/docker/go-units v0.5.0 // indirect
 	github.com/ebitengine/purego v0.10.1 // indirect
 	github.com/felixge/httpsnoop v1.1.0 // indirect
+	github.com/flotilla-dev/flotilla/migrations v0.0.0
 	github.com/go-logr/logr v1.4.3 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/go-ole/go-ole v1.3.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
-	github.com/klauspost/compress v1.20.0 // indirect
+	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/lufia/plan9stats v0.0.0-20260330125221-c963978e514e // indirect
 	github.com/magiconair/properties v1.18.12 // indirect
 	github.com/moby/docker-image-spec v1.3.1 // indirect
@@ -62,3 +77,23 @@ require (
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 )
+
+replace github.com/flotilla-dev/flotilla/e2e => ../../e2e
+
+replace github.com/flotilla-dev/flotilla/events => ../../events
+
+replace github.com/flotilla-dev/flotilla/harness => ../../harness
+
+replace github.com/flotilla-dev/flotilla/migrations => ../../migrations
+
+replace github.com/flotilla-dev/flotilla/services/apply => ../../services/apply
+
+replace github.com/flotilla-dev/flotilla/services/fleetctl => ../../services/fleetctl
+
+replace github.com/flotilla-dev/flotilla/services/rollout => ../../services/rollout
+
+replace github.com/flotilla-dev/flotilla/services/scheduler => ../../services/scheduler
+
+replace github.com/flotilla-dev/flotilla/services/standalone => ../../services/standalone
+
+replace github.com/flotilla-dev/flotilla/services/status => ../../services/status

@@ -52,3 +52,17 @@ replace (
 	github.com/flotilla-dev/flotilla/harness => ../../harness
 	github.com/flotilla-dev/flotilla/migrations => ../../migrations
 )
+
+replace github.com/flotilla-dev/flotilla/e2e => ../../e2e
+
+replace github.com/flotilla-dev/flotilla/harness/containers => ../../harness/containers
+
+replace github.com/flotilla-dev/flotilla/services/apply => ../../services/apply
+
+replace github.com/flotilla-dev/flotilla/services/rollout => ../../services/rollout
+
+replace github.com/flotilla-dev/flotilla/services/scheduler => ../../services/scheduler
+
+replace github.com/flotilla-dev/flotilla/services/standalone => ../../services/standalone
+
+replace github.com/flotilla-dev/flotilla/services/status => ../../services/status

@@ -18,7 +18,7 @@ require (
 )
 
 require (
-	dario.cat/mergo v1.0.1 // indirect
+	dario.cat/mergo v1.0.2 // indirect
 	github.com/Masterminds/goutils v1.1.1 // indirect
 	github.com/Masterminds/semver/v3 v3.3.0 // indirect
 	github.com/Masterminds/sprig/v3 v3.3.0 // indirect
@@ -95,12 +95,16 @@ replace github.com/flotilla-dev/flotilla/harness => ../../harness
 
 replace github.com/flotilla-dev/flotilla/migrations => ../../migrations
 
-replace github.com/flotilla-dev/flotilla/services/scheduler => ../scheduler
+replace github.com/flotilla-dev/flotilla/services/scheduler => ../../services/scheduler
 
-replace github.com/flotilla-dev/flotilla/services/rollout => ../rollout
+replace github.com/flotilla-dev/flotilla/services/rollout => ../../services/rollout
 
-replace github.com/flotilla-dev/flotilla/services/status => ../status
+replace github.com/flotilla-dev/flotilla/services/status => ../../services/status
 
-replace github.com/flotilla-dev/flotilla/services/apply => ../apply
+replace github.com/flotilla-dev/flotilla/services/apply => ../../services/apply
 
-replace github.com/flotilla-dev/flotilla/services/fleetctl => ../fleetctl
+replace github.com/flotilla-dev/flotilla/services/fleetctl => ../../services/fleetctl
+
+replace github.com/flotilla-dev/flotilla/e2e => ../../e2e
+
+replace github.com/flotilla-dev/flotilla/harness/containers => ../../harness/containers

@@ -13,7 +13,7 @@ require (
 )
 
 require (
-	dario.cat/mergo v1.0.1 // indirect
+	dario.cat/mergo v1.0.2 // indirect
 	github.com/Masterminds/goutils v1.1.1 // indirect
 	github.com/Masterminds/semver/v3 v3.3.0 // indirect
 	github.com/Masterminds/sprig/v3 v3.3.0 // indirect
@@ -64,5 +64,17 @@ replace (
 	github.com/flotilla-dev/flotilla/events => ../../events
 	github.com/flotilla-dev/flotilla/harness => ../../harness
 	github.com/flotilla-dev/flotilla/migrations => ../../migrations
-	github.com/flotilla-dev/flotilla/services/scheduler => ../scheduler
+	github.com/flotilla-dev/flotilla/services/scheduler => ../../services/scheduler
 )
+
+replace github.com/flotilla-dev/flotilla/e2e => ../../e2e
+
+replace github.com/flotilla-dev/flotilla/harness/containers => ../../harness/containers
+
+replace github.com/flotilla-dev/flotilla/services/apply => ../../services/apply
+
+replace github.com/flotilla-dev/flotilla/services/fleetctl => ../../services/fleetctl
+
+replace github.com/flotilla-dev/flotilla/services/rollout => ../../services/rollout
+
+replace github.com/flotilla-dev/flotilla/services/standalone => ../../services/standalone

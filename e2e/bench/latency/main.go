@@ -169,8 +169,8 @@ func run(ctx context.Context, o options, out, progress io.Writer) (err error) {
 		return <-stackErr
 	}
 	defer func() {
-		if serr := stopStack(); serr != nil && err == nil {
-			err = fmt.Errorf("stopping the stack: %w", serr)
+		if serr := stopStack(); serr != nil {
+			err = errors.Join(err, fmt.Errorf("the standalone stack: %w", serr))
 		}
 	}()
 

@@ -54,8 +54,8 @@ func baselineSeries(runs []baselineRun, pick func(baselineRun) time.Duration) []
 	return out
 }
 
-func creates(r placementRun) milestones  { return r.create }
-func updates(r placementRun) milestones  { return r.update }
+func creates(r placementRun) milestones    { return r.create }
+func updates(r placementRun) milestones    { return r.update }
 func createOf(r baselineRun) time.Duration { return r.create }
 func updateOf(r baselineRun) time.Duration { return r.update }
 

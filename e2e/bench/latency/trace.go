@@ -127,7 +127,8 @@ func perCluster(evs []traced, match func(traced) (string, bool)) []time.Time {
 	return out
 }
 
-// subjectOf returns the subject of an event type for a placement, for matching.
+// placementToken returns the last token of a subject that starts with prefix (the placement
+// of a work or work-status subject), or "" for another subject.
 func placementToken(subject string, prefix string) string {
 	rest, ok := strings.CutPrefix(subject, prefix)
 	if !ok {
