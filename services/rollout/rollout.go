@@ -51,13 +51,17 @@ type Config struct {
 
 	// SnapshotWindow coalesces changes: a placement's selection is evaluated
 	// this long after the first hub or spec change since its last
-	// evaluation, so a burst of changes gives one snapshot. Default 250ms.
+	// evaluation, so a burst of changes gives one snapshot: the window must
+	// cover consuming a whole `fleetctl apply` of tens of objects, one
+	// transaction each. Default 250ms.
 	SnapshotWindow time.Duration
 	// StuckAfter is how long a scheduled cluster may take to become applied
 	// and available with the current resources before it is reported stuck.
 	// Default 5 minutes.
 	StuckAfter time.Duration
-	// Tick is how often the timers are checked. Default 100ms.
+	// Tick bounds how long the timer loop sleeps: it wakes at the next due
+	// time it knows of, when this replica sets one, and at least every Tick
+	// (for due times other replicas set). Default 100ms.
 	Tick time.Duration
 	// Now is the clock; time.Now by default.
 	Now func() time.Time
@@ -100,10 +104,13 @@ type rollout struct {
 	window     time.Duration
 	stuckAfter time.Duration
 	tick       time.Duration
+	// poke wakes the timer loop after an event that may have set a due time.
+	poke chan struct{}
 }
 
 func newRollout(env *service.Env, cfg Config) *rollout {
-	r := &rollout{env: env, log: env.Log, now: cfg.Now, window: cfg.SnapshotWindow, stuckAfter: cfg.StuckAfter, tick: cfg.Tick}
+	r := &rollout{env: env, log: env.Log, now: cfg.Now, window: cfg.SnapshotWindow, stuckAfter: cfg.StuckAfter, tick: cfg.Tick,
+		poke: make(chan struct{}, 1)}
 	if r.now == nil {
 		r.now = time.Now
 	}
@@ -162,6 +169,11 @@ func (r *rollout) handle(ctx context.Context, ev cloudevents.Event, m bus.Meta) 
 	}
 	if !ran {
 		r.log.Debug("event already handled", "id", ev.ID(), "type", ev.Type())
+		return nil
+	}
+	select {
+	case r.poke <- struct{}{}:
+	default:
 	}
 	return nil
 }
@@ -171,7 +183,7 @@ func (r *rollout) handle(ctx context.Context, ev cloudevents.Event, m bus.Meta) 
 // ends. The due times live in PostgreSQL, so a restarted replica picks them
 // up; rows another replica is working on are skipped.
 func (r *rollout) runTimers(ctx context.Context) error {
-	t := time.NewTicker(r.tick)
+	t := time.NewTimer(r.tick)
 	defer t.Stop()
 	failures := 0
 	for {
@@ -179,20 +191,36 @@ func (r *rollout) runTimers(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+		case <-r.poke:
 		}
-		if err := r.fireTimers(ctx); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
+		err := r.fireTimers(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
 			failures++
 			// Say it once in a while, not every tick.
 			if failures == 1 || failures%100 == 0 {
 				r.log.Warn("rollout timers failed; retrying", "error", err, "failures", failures)
 			}
+			t.Reset(r.tick)
 			continue
 		}
 		failures = 0
+		t.Reset(r.untilNextDue(ctx))
 	}
+}
+
+// untilNextDue is how long the timer loop may sleep: until the earliest due
+// time, at most a tick.
+func (r *rollout) untilNextDue(ctx context.Context) time.Duration {
+	var next *time.Time
+	err := r.env.Pool.QueryRow(ctx, `
+		select least(min(snapshot_due_at), min(wake_at)) from rollout_placements`).Scan(&next)
+	if err != nil || next == nil {
+		return r.tick
+	}
+	return min(max(next.Sub(r.now()), time.Millisecond), r.tick)
 }
 
 // fireTimers reconciles every due placement once.
