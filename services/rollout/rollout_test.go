@@ -195,10 +195,10 @@ func TestSnapshotsKeepRevisionHistory(t *testing.T) {
 	// The same content again cuts nothing: the next change is index 4.
 	f.hub(configMap("app", "settings", "v3"))
 	f.hub(configMap("app", "settings", "v4"))
-	snaps := waitSnapshots(5)
+	waitSnapshots(5)
 	// Deleting the ConfigMap from the hub is a change too.
 	f.hubDelete(api.ResourceIdentifier{Version: "v1", Kind: "ConfigMap", Namespace: "app", Name: "settings"})
-	snaps = waitSnapshots(6)
+	snaps := waitSnapshots(6)
 	if len(snaps) != 6 {
 		t.Fatalf("%d snapshots, want 6", len(snaps))
 	}
