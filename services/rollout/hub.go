@@ -130,9 +130,9 @@ func lockHubRow(ctx context.Context, tx pgx.Tx, id api.ResourceIdentifier) (*hub
 	return &h, nil
 }
 
-// hubChanged opens the coalescing window of every live placement that has
-// none open: their selections are evaluated when it ends, so a burst costs
-// one evaluation per placement.
+// hubChanged opens or extends the coalescing window of every live placement
+// (snapshot.DueAt): their selections are evaluated when changes pause, so a
+// burst costs one evaluation per placement.
 //
 // Every live placement's row is locked, not only those without a window: a
 // reconcile that is evaluating a selection right now (it holds the row) may
@@ -154,8 +154,12 @@ func (r *rollout) hubChanged(ctx context.Context, tx pgx.Tx, now time.Time) erro
 	if len(names) == 0 {
 		return nil
 	}
-	if _, err := tx.Exec(ctx, `update rollout_placements set snapshot_due_at = $2
-		where name = any($1) and snapshot_due_at is null`, names, now.Add(r.window)); err != nil {
+	// As snapshot.DueAt: push each evaluation a quiet period later, capped
+	// at the window's maximum.
+	if _, err := tx.Exec(ctx, `update rollout_placements set
+			snapshot_window_opened_at = coalesce(snapshot_window_opened_at, $3),
+			snapshot_due_at = least($2::timestamptz, coalesce(snapshot_window_opened_at, $3) + $4 * interval '1 microsecond')
+		where name = any($1)`, names, now.Add(r.window), now, r.maxWait.Microseconds()); err != nil {
 		return fmt.Errorf("schedule re-selection: %w", err)
 	}
 	return nil

@@ -47,8 +47,8 @@ func (r *rollout) upsertPlacement(ctx context.Context, tx pgx.Tx, m bus.Meta, p 
 	row.spec, row.deleted, row.specSeq = &crp.Spec, false, int64(m.Sequence)
 	// The selectors may have changed: evaluate them when the window ends
 	// (hub objects published with the placement then make one snapshot).
-	due := snapshot.DueAt(row.snapshotDueAt, now, r.window)
-	row.snapshotDueAt = &due
+	due, opened := snapshot.DueAt(row.windowOpenedAt, now, r.window, r.maxWait)
+	row.snapshotDueAt, row.windowOpenedAt = &due, &opened
 	return r.reconcile(ctx, tx, row, now)
 }
 

@@ -51,7 +51,7 @@ func (r *rollout) reconcile(ctx context.Context, tx pgx.Tx, p *placementRow, now
 				}
 			}
 		}
-		p.snapshotDueAt, p.wakeAt = nil, nil
+		p.snapshotDueAt, p.windowOpenedAt, p.wakeAt = nil, nil, nil
 		return savePlacement(ctx, tx, p)
 	}
 	spec := p.spec
@@ -60,7 +60,7 @@ func (r *rollout) reconcile(ctx context.Context, tx pgx.Tx, p *placementRow, now
 		if err := r.evaluateSelection(ctx, tx, p, now); err != nil {
 			return err
 		}
-		p.snapshotDueAt = nil
+		p.snapshotDueAt, p.windowOpenedAt = nil, nil
 	}
 	latest, err := loadLatestSnapshot(ctx, tx, p.name)
 	if err != nil {

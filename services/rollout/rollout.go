@@ -34,9 +34,10 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultSnapshotWindow = 250 * time.Millisecond
-	DefaultStuckAfter     = 5 * time.Minute
-	DefaultTick           = 100 * time.Millisecond
+	DefaultSnapshotWindow  = 50 * time.Millisecond
+	DefaultSnapshotMaxWait = 2 * time.Second
+	DefaultStuckAfter      = 5 * time.Minute
+	DefaultTick            = 100 * time.Millisecond
 )
 
 // Config configures the rollout service.
@@ -50,11 +51,13 @@ type Config struct {
 	Topology bus.TopologyOptions
 
 	// SnapshotWindow coalesces changes: a placement's selection is evaluated
-	// this long after the first hub or spec change since its last
-	// evaluation, so a burst of changes gives one snapshot: the window must
-	// cover consuming a whole `fleetctl apply` of tens of objects, one
-	// transaction each. Default 250ms.
+	// when no hub or spec change has come for this long, so a burst of
+	// changes (a `fleetctl apply` of tens of objects, consumed one
+	// transaction each) gives one snapshot. Default 50ms.
 	SnapshotWindow time.Duration
+	// SnapshotMaxWait bounds the coalescing: a selection is evaluated at most
+	// this long after the first change of a burst. Default 2s.
+	SnapshotMaxWait time.Duration
 	// StuckAfter is how long a scheduled cluster may take to become applied
 	// and available with the current resources before it is reported stuck.
 	// Default 5 minutes.
@@ -75,7 +78,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.DatabaseURL == "" {
 		return errors.New("rollout: a database URL is required (--database-url or DATABASE_URL)")
 	}
-	if cfg.SnapshotWindow < 0 || cfg.StuckAfter < 0 || cfg.Tick < 0 {
+	if cfg.SnapshotWindow < 0 || cfg.SnapshotMaxWait < 0 || cfg.StuckAfter < 0 || cfg.Tick < 0 {
 		return errors.New("rollout: the snapshot window, stuck deadline and tick must not be negative")
 	}
 	env, err := service.Open(ctx, service.Options{
@@ -102,6 +105,7 @@ type rollout struct {
 	log        *slog.Logger
 	now        func() time.Time
 	window     time.Duration
+	maxWait    time.Duration
 	stuckAfter time.Duration
 	tick       time.Duration
 	// poke wakes the timer loop after an event that may have set a due time.
@@ -109,13 +113,17 @@ type rollout struct {
 }
 
 func newRollout(env *service.Env, cfg Config) *rollout {
-	r := &rollout{env: env, log: env.Log, now: cfg.Now, window: cfg.SnapshotWindow, stuckAfter: cfg.StuckAfter, tick: cfg.Tick,
+	r := &rollout{env: env, log: env.Log, now: cfg.Now, window: cfg.SnapshotWindow, maxWait: cfg.SnapshotMaxWait,
+		stuckAfter: cfg.StuckAfter, tick: cfg.Tick,
 		poke: make(chan struct{}, 1)}
 	if r.now == nil {
 		r.now = time.Now
 	}
 	if r.window == 0 {
 		r.window = DefaultSnapshotWindow
+	}
+	if r.maxWait == 0 {
+		r.maxWait = max(DefaultSnapshotMaxWait, r.window)
 	}
 	if r.stuckAfter == 0 {
 		r.stuckAfter = DefaultStuckAfter

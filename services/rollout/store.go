@@ -25,6 +25,7 @@ type placementRow struct {
 	decision       *events.PlacementScheduled
 	decisionSeq    int64
 	snapshotDueAt  *time.Time
+	windowOpenedAt *time.Time // when the open coalescing window began
 	wakeAt         *time.Time
 	selectionError *string
 	progressHash   *string
@@ -52,12 +53,12 @@ func lockPlacement(ctx context.Context, tx pgx.Tx, name string, mode lockMode, n
 			return nil, fmt.Errorf("create placement %s: %w", name, err)
 		}
 	}
-	q := `select name, spec, generation, spec_seq, deleted, decision, decision_seq, snapshot_due_at, wake_at,
+	q := `select name, spec, generation, spec_seq, deleted, decision, decision_seq, snapshot_due_at, snapshot_window_opened_at, wake_at,
 			selection_error, progress_hash, progress_seq
 		from rollout_placements where name = $1 for update`
 	args := []any{name}
 	if mode == lockDue {
-		q = `select name, spec, generation, spec_seq, deleted, decision, decision_seq, snapshot_due_at, wake_at,
+		q = `select name, spec, generation, spec_seq, deleted, decision, decision_seq, snapshot_due_at, snapshot_window_opened_at, wake_at,
 			selection_error, progress_hash, progress_seq
 		from rollout_placements where name = $1 and (snapshot_due_at <= $2 or wake_at <= $2) for update skip locked`
 		args = append(args, now)
@@ -67,7 +68,7 @@ func lockPlacement(ctx context.Context, tx pgx.Tx, name string, mode lockMode, n
 		spec, decision []byte
 	)
 	err := tx.QueryRow(ctx, q, args...).Scan(&p.name, &spec, &p.generation, &p.specSeq, &p.deleted, &decision, &p.decisionSeq,
-		&p.snapshotDueAt, &p.wakeAt, &p.selectionError, &p.progressHash, &p.progressSeq)
+		&p.snapshotDueAt, &p.windowOpenedAt, &p.wakeAt, &p.selectionError, &p.progressHash, &p.progressSeq)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -93,9 +94,9 @@ func lockPlacement(ctx context.Context, tx pgx.Tx, name string, mode lockMode, n
 func savePlacement(ctx context.Context, tx pgx.Tx, p *placementRow) error {
 	_, err := tx.Exec(ctx, `
 		update rollout_placements set snapshot_due_at = $2, wake_at = $3, selection_error = $4,
-			progress_hash = $5, progress_seq = $6, updated_at = now()
+			progress_hash = $5, progress_seq = $6, snapshot_window_opened_at = $7, updated_at = now()
 		where name = $1`,
-		p.name, p.snapshotDueAt, p.wakeAt, p.selectionError, p.progressHash, p.progressSeq)
+		p.name, p.snapshotDueAt, p.wakeAt, p.selectionError, p.progressHash, p.progressSeq, p.windowOpenedAt)
 	if err != nil {
 		return fmt.Errorf("save placement %s: %w", p.name, err)
 	}

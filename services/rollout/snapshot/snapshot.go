@@ -89,14 +89,21 @@ func Hash(manifests []json.RawMessage) string {
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }
 
-// DueAt is when a placement's selection is evaluated after a change at now:
-// the first change opens a coalescing window and later ones join it, so a
-// burst of hub changes gives one snapshot at most window after it began.
-func DueAt(due *time.Time, now time.Time, window time.Duration) time.Time {
-	if due != nil {
-		return *due
+// DueAt is when a placement's selection is evaluated after a change at now,
+// and when its coalescing window opened. Each change pushes the evaluation
+// quiet later (a debounce), so a burst gives one snapshot however long it
+// lasts, but never later than maxWait after the window opened (opened is nil
+// when no window is open), so a steady stream of changes still rolls out.
+func DueAt(opened *time.Time, now time.Time, quiet, maxWait time.Duration) (due, openedAt time.Time) {
+	openedAt = now
+	if opened != nil {
+		openedAt = *opened
 	}
-	return now.Add(window)
+	due = now.Add(quiet)
+	if limit := openedAt.Add(maxWait); due.After(limit) {
+		due = limit
+	}
+	return due, openedAt
 }
 
 // Pruned lists the indexes, out of all of a placement's snapshot indexes,

@@ -100,14 +100,22 @@ func TestPruned(t *testing.T) {
 	}
 }
 
-func TestDueAtCoalesces(t *testing.T) {
+func TestDueAtDebouncesWithinAMaximum(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	first := snapshot.DueAt(nil, t0, 250*time.Millisecond)
-	if !first.Equal(t0.Add(250 * time.Millisecond)) {
-		t.Fatalf("first change: due %v", first)
+	const quiet, maxWait = 50 * time.Millisecond, time.Second
+	due, opened := snapshot.DueAt(nil, t0, quiet, maxWait)
+	if !due.Equal(t0.Add(quiet)) || !opened.Equal(t0) {
+		t.Fatalf("first change: due %v, opened %v; want a quiet period after it, window opened at it", due, opened)
 	}
-	// Later changes in the window join it rather than pushing it back.
-	if got := snapshot.DueAt(&first, t0.Add(200*time.Millisecond), 250*time.Millisecond); !got.Equal(first) {
-		t.Errorf("a change inside the window moved it to %v", got)
+	// A change inside the window pushes the evaluation a quiet period on,
+	// and keeps the window's start.
+	due, opened = snapshot.DueAt(&opened, t0.Add(30*time.Millisecond), quiet, maxWait)
+	if !due.Equal(t0.Add(80*time.Millisecond)) || !opened.Equal(t0) {
+		t.Errorf("a change inside the window: due %v, opened %v", due, opened)
+	}
+	// A stream of changes is still evaluated maxWait after the first.
+	due, _ = snapshot.DueAt(&opened, t0.Add(990*time.Millisecond), quiet, maxWait)
+	if !due.Equal(t0.Add(maxWait)) {
+		t.Errorf("a change near the maximum: due %v, want %v", due, t0.Add(maxWait))
 	}
 }

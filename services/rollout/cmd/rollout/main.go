@@ -20,7 +20,9 @@ func main() {
 	f.Register(flag.CommandLine, ":8081")
 	var cfg rollout.Config
 	flag.DurationVar(&cfg.SnapshotWindow, "snapshot-window", durationEnv("FLOTILLA_SNAPSHOT_WINDOW", rollout.DefaultSnapshotWindow),
-		"how long hub changes are collected into one resource snapshot")
+		"evaluate a placement's selection once hub changes pause this long (one snapshot per burst)")
+	flag.DurationVar(&cfg.SnapshotMaxWait, "snapshot-max-wait", durationEnv("FLOTILLA_SNAPSHOT_MAX_WAIT", rollout.DefaultSnapshotMaxWait),
+		"evaluate it at most this long after a burst began, even if changes keep coming")
 	flag.DurationVar(&cfg.StuckAfter, "stuck-after", durationEnv("FLOTILLA_STUCK_AFTER", rollout.DefaultStuckAfter),
 		"how long a cluster may take to become applied and available before the rollout reports it stuck")
 	flag.Parse()
