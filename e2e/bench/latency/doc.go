@@ -4,6 +4,14 @@ package main
 // are p50s from 10-20 run sessions on a 2-core machine that was also running other test
 // suites, load average 7-15; treat them as proportions more than absolutes).
 //
+// Since these notes were written the rollout acted on the two findings below: the
+// coalescing window is a debounce (50 ms quiet, 2 s at most: rollout.DefaultSnapshotWindow,
+// DefaultSnapshotMaxWait) and the timer loop sleeps until the next due time and wakes on
+// events. On a quiet machine that took a new placement to Applied=True from ~1.06 s to
+// ~0.63 s p50 and a hub change to every member from ~0.57 s to ~0.23 s p50 (kubectl to the
+// 3 members in turn: ~1.08 s and ~0.36 s in the same run). The analysis below is kept as
+// measured.
+//
 // A new placement (namespace + 20 objects, PickAll over 3 members), about 1.0-1.5 s to
 // Applied=True, against 1.5-2.1 s for kubectl to the 3 members in sequence:
 //
