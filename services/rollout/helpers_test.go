@@ -4,25 +4,20 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/nats-io/nats.go/jetstream"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
-	"github.com/flotilla-dev/flotilla/events/bus"
-	"github.com/flotilla-dev/flotilla/harness/natsserver"
 	"github.com/flotilla-dev/flotilla/harness/postgres"
+	"github.com/flotilla-dev/flotilla/harness/servicetest"
 	"github.com/flotilla-dev/flotilla/services/rollout"
 )
 
@@ -32,70 +27,33 @@ func TestMain(m *testing.M) { os.Exit(postgres.RunMain(m)) }
 // rollout service running against them. The scheduler and apply workers are
 // played by the test: it publishes their decisions and reports.
 type fixture struct {
-	t    *testing.T
-	url  string
-	db   string
-	js   jetstream.JetStream
-	pub  *bus.Publisher
-	pool *pgxpool.Pool
-	cfg  rollout.Config
+	*servicetest.Env
+	t   *testing.T
+	cfg rollout.Config
 }
 
 func newFixture(t *testing.T, cfg rollout.Config) *fixture {
 	t.Helper()
-	srv, nc := natsserver.StartT(t)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := bus.EnsureTopology(t.Context(), js, bus.TopologyOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	db := postgres.NewTestDB(t)
-	pool, err := pgxpool.New(t.Context(), db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	env := servicetest.New(t)
 	if cfg.SnapshotWindow == 0 {
 		cfg.SnapshotWindow = 50 * time.Millisecond
 	}
 	if cfg.Tick == 0 {
 		cfg.Tick = 20 * time.Millisecond
 	}
-	cfg.NATSURL, cfg.DatabaseURL = srv.URL(), db
-	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
-	return &fixture{t: t, url: srv.URL(), db: db, js: js, pub: bus.NewPublisher(js), pool: pool, cfg: cfg}
+	cfg.NATSURL, cfg.DatabaseURL, cfg.Logger = env.NATSURL, env.DatabaseURL, env.Logger()
+	return &fixture{Env: env, t: t, cfg: cfg}
 }
 
 // start runs a rollout service (a replica, if called again) until the
 // returned stop is called or the test ends.
 func (f *fixture) start() (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- rollout.Run(ctx, f.cfg) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				f.t.Errorf("rollout: %v", err)
-			}
-		})
-	}
-	f.t.Cleanup(stop)
-	return stop
+	return f.Run("rollout", func(ctx context.Context) error { return rollout.Run(ctx, f.cfg) })
 }
 
 func (f *fixture) publish(typ, subject string, payload any) {
 	f.t.Helper()
-	ev, err := events.New(typ, "/flotilla/test", "", "", payload)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	if _, err := f.pub.Publish(f.t.Context(), subject, ev); err != nil {
-		f.t.Fatal(err)
-	}
+	f.Publish(typ, subject, payload)
 }
 
 // hub publishes manifests (JSON) to the hub store.
@@ -216,7 +174,7 @@ type emitted struct {
 
 func (f *fixture) emitted() []emitted {
 	f.t.Helper()
-	rows, err := f.pool.Query(f.t.Context(), `select event_id, type, subject, payload from outbox order by id`)
+	rows, err := f.Pool.Query(f.t.Context(), `select event_id, type, subject, payload from outbox order by id`)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -346,7 +304,7 @@ func (f *fixture) waitWork(cluster, placement string, index int64) events.WorkDe
 func (f *fixture) waitReady(placement string, clusters ...string) {
 	f.t.Helper()
 	waitFor(f.t, fmt.Sprintf("%v ready with %s", clusters, placement), func() error {
-		rows, err := f.pool.Query(f.t.Context(), `select cluster from rollout_clusters where placement = $1 and ready order by cluster`, placement)
+		rows, err := f.Pool.Query(f.t.Context(), `select cluster from rollout_clusters where placement = $1 and ready order by cluster`, placement)
 		if err != nil {
 			return err
 		}

@@ -89,7 +89,7 @@ func TestSelectsANamespaceWithItsContents(t *testing.T) {
 	// The relay put the desired state on the WORK stream, last value per subject.
 	subject, _ := events.WorkSubject("member-1", "web-2-crp")
 	waitFor(t, "work on the WORK stream", func() error {
-		s, err := f.js.Stream(t.Context(), bus.StreamWork)
+		s, err := f.JS.Stream(t.Context(), bus.StreamWork)
 		if err != nil {
 			return err
 		}
@@ -217,7 +217,7 @@ func TestSnapshotsKeepRevisionHistory(t *testing.T) {
 	}
 
 	// Every index and hash stays for audit; only the newest two keep their manifests.
-	rows, err := f.pool.Query(t.Context(), `select snapshot_index, content_hash, manifests is not null, pruned_at is not null,
+	rows, err := f.Pool.Query(t.Context(), `select snapshot_index, content_hash, manifests is not null, pruned_at is not null,
 			jsonb_array_length(selected_resources)
 		from resource_snapshots where placement = 'app' order by snapshot_index`)
 	if err != nil {
@@ -402,7 +402,7 @@ func TestFailedClustersAreUpdatedWithoutWaitingForBudget(t *testing.T) {
 	// Wait until m3's failure is recorded before the change.
 	waitFor(t, "m3's report stored", func() error {
 		var status string
-		err := f.pool.QueryRow(t.Context(), `select coalesce(report->'applied'->>'status', '') from rollout_clusters
+		err := f.Pool.QueryRow(t.Context(), `select coalesce(report->'applied'->>'status', '') from rollout_clusters
 			where placement = 'shop' and cluster = 'm3'`).Scan(&status)
 		if err == nil && status != "False" {
 			err = fmt.Errorf("m3 applied %q", status)
@@ -467,7 +467,7 @@ func TestNotTrackableObjectsWaitTheUnavailablePeriod(t *testing.T) {
 			return fmt.Errorf("m2 %+v", c)
 		}
 		var appliedAt *time.Time
-		err := f.pool.QueryRow(t.Context(), `select applied_at from rollout_clusters where placement = 'jobs' and cluster = 'm1'`).Scan(&appliedAt)
+		err := f.Pool.QueryRow(t.Context(), `select applied_at from rollout_clusters where placement = 'jobs' and cluster = 'm1'`).Scan(&appliedAt)
 		if err == nil && appliedAt == nil {
 			err = errors.New("m1's report is not recorded yet")
 		}
@@ -475,7 +475,7 @@ func TestNotTrackableObjectsWaitTheUnavailablePeriod(t *testing.T) {
 	})
 	w2 := f.waitWork("m2", "jobs", 1)
 	var appliedAt, sentAt time.Time
-	if err := f.pool.QueryRow(t.Context(), `
+	if err := f.Pool.QueryRow(t.Context(), `
 		select (select applied_at from rollout_clusters where placement = 'jobs' and cluster = 'm1'),
 		       (select sent_at from rollout_clusters where placement = 'jobs' and cluster = 'm2')`).Scan(&appliedAt, &sentAt); err != nil {
 		t.Fatal(err)
@@ -636,7 +636,7 @@ func TestRestartResumes(t *testing.T) {
 	f.hub(configMap("app", "settings", "v1"))
 	waitFor(t, "window open", func() error {
 		var due *time.Time
-		err := f.pool.QueryRow(t.Context(), `select snapshot_due_at from rollout_placements where name = 'app'`).Scan(&due)
+		err := f.Pool.QueryRow(t.Context(), `select snapshot_due_at from rollout_placements where name = 'app'`).Scan(&due)
 		if err == nil && due == nil {
 			err = errors.New("no window open")
 		}
@@ -682,7 +682,7 @@ func TestInvalidHubManifestsAreDeadLettered(t *testing.T) {
 	f.schedule("app", 1, []string{"m1"}, nil)
 	f.waitWork("m1", "app", 0)
 	waitFor(t, "dead letter", func() error {
-		s, err := f.js.Stream(t.Context(), bus.StreamDeadLetter)
+		s, err := f.JS.Stream(t.Context(), bus.StreamDeadLetter)
 		if err != nil {
 			return err
 		}
@@ -709,7 +709,7 @@ func TestARedeliveredEventHasNoSecondEffect(t *testing.T) {
 		t.Fatal(err)
 	}
 	subj, _ := events.PlacementSubject("web")
-	if _, err := f.pub.Publish(t.Context(), subj, first); err != nil {
+	if _, err := f.Publisher.Publish(t.Context(), subj, first); err != nil {
 		t.Fatal(err)
 	}
 	p.Spec.Strategy.ApplyStrategy = &api.ApplyStrategy{WhenToTakeOver: api.WhenToTakeOverTypeIfNoDiff}
@@ -723,7 +723,7 @@ func TestARedeliveredEventHasNoSecondEffect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.js.PublishMsg(t.Context(), msg); err != nil {
+	if _, err := f.JS.PublishMsg(t.Context(), msg); err != nil {
 		t.Fatal(err)
 	}
 	f.schedule("web", 2, []string{"m1", "m2"}, nil)

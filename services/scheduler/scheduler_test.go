@@ -3,124 +3,45 @@ package scheduler_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/nats-io/nats.go/jetstream"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/events/bus"
-	"github.com/flotilla-dev/flotilla/harness/natsserver"
 	"github.com/flotilla-dev/flotilla/harness/postgres"
+	"github.com/flotilla-dev/flotilla/harness/servicetest"
 	"github.com/flotilla-dev/flotilla/services/scheduler"
 )
 
 func TestMain(m *testing.M) { os.Exit(postgres.RunMain(m)) }
 
 type fixture struct {
-	t    *testing.T
-	url  string
-	db   string
-	js   jetstream.JetStream
-	pub  *bus.Publisher
-	pool *pgxpool.Pool
-
-	mu        sync.Mutex
-	decisions []events.PlacementScheduled
+	*servicetest.Env
+	t         *testing.T
+	decisions *servicetest.Collected[events.PlacementScheduled]
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	srv, nc := natsserver.StartT(t)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := bus.EnsureTopology(t.Context(), js, bus.TopologyOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	db := postgres.NewTestDB(t)
-	pool, err := pgxpool.New(t.Context(), db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	f := &fixture{t: t, url: srv.URL(), db: db, js: js, pub: bus.NewPublisher(js), pool: pool}
-	f.watchDecisions()
-	return f
+	env := servicetest.New(t)
+	return &fixture{Env: env, t: t, decisions: servicetest.Collect[events.PlacementScheduled](env, bus.SubjectsScheduling)}
 }
 
 // startScheduler runs a scheduler until the returned stop is called.
 func (f *fixture) startScheduler() (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	log := slog.New(slog.NewTextHandler(f.t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
-	go func() {
-		done <- scheduler.Run(ctx, scheduler.Config{NATSURL: f.url, DatabaseURL: f.db, Logger: log})
-	}()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				f.t.Errorf("scheduler: %v", err)
-			}
-		})
-	}
-	f.t.Cleanup(stop)
-	return stop
-}
-
-// watchDecisions collects every decision the scheduler publishes.
-func (f *fixture) watchDecisions() {
-	cons, err := f.js.OrderedConsumer(f.t.Context(), bus.StreamEvents, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{bus.SubjectsScheduling}})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	cc, err := cons.Consume(func(m jetstream.Msg) {
-		ev, err := bus.DecodeJetStream(m)
-		if err != nil {
-			f.t.Errorf("decode decision: %v", err)
-			return
-		}
-		d, err := events.DecodeAs[events.PlacementScheduled](ev)
-		if err != nil {
-			f.t.Errorf("decode decision: %v", err)
-			return
-		}
-		f.mu.Lock()
-		f.decisions = append(f.decisions, *d)
-		f.mu.Unlock()
-	})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	f.t.Cleanup(cc.Stop)
-}
-
-func (f *fixture) publish(typ, subject string, payload any) {
-	f.t.Helper()
-	ev, err := events.New(typ, "/flotilla/test", "", "", payload)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	if _, err := f.pub.Publish(f.t.Context(), subject, ev); err != nil {
-		f.t.Fatal(err)
-	}
+	cfg := scheduler.Config{NATSURL: f.NATSURL, DatabaseURL: f.DatabaseURL, Logger: f.Logger()}
+	return f.Run("scheduler", func(ctx context.Context) error { return scheduler.Run(ctx, cfg) })
 }
 
 func (f *fixture) join(name string, labels map[string]string) {
 	subj, _ := events.MemberSubject(name)
-	f.publish(events.TypeMemberJoined, subj, events.MemberJoined{Member: api.MemberCluster{
+	f.Publish(events.TypeMemberJoined, subj, events.MemberJoined{Member: api.MemberCluster{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "cluster.kubernetes-fleet.io/v1beta1", Kind: "MemberCluster"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
 		Spec:       api.MemberClusterSpec{HeartbeatPeriodSeconds: 60},
@@ -129,12 +50,12 @@ func (f *fixture) join(name string, labels map[string]string) {
 
 func (f *fixture) leave(name string) {
 	subj, _ := events.MemberSubject(name)
-	f.publish(events.TypeMemberLeft, subj, events.MemberLeft{Name: name})
+	f.Publish(events.TypeMemberLeft, subj, events.MemberLeft{Name: name})
 }
 
 func (f *fixture) place(name string, n int32) {
 	subj, _ := events.PlacementSubject(name)
-	f.publish(events.TypePlacementUpserted, subj, events.PlacementUpserted{Placement: api.ClusterResourcePlacement{
+	f.Publish(events.TypePlacementUpserted, subj, events.PlacementUpserted{Placement: api.ClusterResourcePlacement{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "placement.kubernetes-fleet.io/v1beta1", Kind: "ClusterResourcePlacement"},
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: api.PlacementSpec{
@@ -153,14 +74,13 @@ func (f *fixture) latest(placement string, ok func(events.PlacementScheduled) er
 	deadline := time.Now().Add(20 * time.Second)
 	var err error
 	for time.Now().Before(deadline) {
-		f.mu.Lock()
 		var last *events.PlacementScheduled
-		for i := range f.decisions {
-			if f.decisions[i].Placement == placement {
-				last = &f.decisions[i]
+		all := f.decisions.All()
+		for i := range all {
+			if all[i].Placement == placement {
+				last = &all[i]
 			}
 		}
-		f.mu.Unlock()
 		if last == nil {
 			err = fmt.Errorf("no decision for %s yet", placement)
 		} else if err = ok(*last); err == nil {
@@ -173,10 +93,8 @@ func (f *fixture) latest(placement string, ok func(events.PlacementScheduled) er
 }
 
 func (f *fixture) count(placement string) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	n := 0
-	for _, d := range f.decisions {
+	for _, d := range f.decisions.All() {
 		if d.Placement == placement {
 			n++
 		}
@@ -259,7 +177,7 @@ func TestPickNIsScheduledReplacedAndResumedAfterRestart(t *testing.T) {
 	}
 
 	var rows int
-	if err := f.pool.QueryRow(t.Context(), `select count(*) from scheduling_decisions
+	if err := f.Pool.QueryRow(t.Context(), `select count(*) from scheduling_decisions
 		where placement = 'web' and cluster = 'member-1' and action = 'removed'`).Scan(&rows); err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +210,7 @@ func TestReplicasDoNotDecideOnePlacementTwice(t *testing.T) {
 		}
 	}
 	var bindings int
-	if err := f.pool.QueryRow(t.Context(), `select count(*) from scheduler_bindings`).Scan(&bindings); err != nil {
+	if err := f.Pool.QueryRow(t.Context(), `select count(*) from scheduler_bindings`).Scan(&bindings); err != nil {
 		t.Fatal(err)
 	}
 	if bindings != 5 {

@@ -85,7 +85,7 @@ func TestAuditQueries(t *testing.T) {
 
 	var episodes int
 	var last time.Time
-	if err := f.pool.QueryRow(t.Context(), `select count(*), max(last_observed_at) from drift_reports`).Scan(&episodes, &last); err != nil {
+	if err := f.Pool.QueryRow(t.Context(), `select count(*), max(last_observed_at) from drift_reports`).Scan(&episodes, &last); err != nil {
 		t.Fatal(err)
 	}
 	if episodes != 1 || !last.Equal(t0.Add(64*time.Second)) {
@@ -99,12 +99,12 @@ func TestAuditQueries(t *testing.T) {
 	blocks := strings.Split(string(doc), "```sql\n")[1:]
 	// The drift_this_week view compares with now(): the story's times are
 	// fixed, so move the drift into this week for the query to find it.
-	if _, err := f.pool.Exec(t.Context(), `update drift_reports set last_observed_at = now()`); err != nil {
+	if _, err := f.Pool.Exec(t.Context(), `update drift_reports set last_observed_at = now()`); err != nil {
 		t.Fatal(err)
 	}
 	for i, b := range blocks {
 		q, _, _ := strings.Cut(b, "```")
-		rows, err := f.pool.Query(t.Context(), q)
+		rows, err := f.Pool.Query(t.Context(), q)
 		if err != nil {
 			t.Errorf("AUDIT.md query %d fails: %v\n%s", i+1, err, q)
 			continue
@@ -161,7 +161,7 @@ func TestEveryEventIsAudited(t *testing.T) {
 	f.handled("text-1")
 	f.handled("ok-1")
 
-	rows, err := f.pool.Query(t.Context(), `select event_id, type, payload is null from audit_log order by event_id`)
+	rows, err := f.Pool.Query(t.Context(), `select event_id, type, payload is null from audit_log order by event_id`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,10 +183,10 @@ func TestEveryEventIsAudited(t *testing.T) {
 		t.Errorf("audit_log:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	var placements int
-	if err := f.pool.QueryRow(t.Context(), `select count(*) from status_placements`).Scan(&placements); err != nil || placements != 0 {
+	if err := f.Pool.QueryRow(t.Context(), `select count(*) from status_placements`).Scan(&placements); err != nil || placements != 0 {
 		t.Errorf("status_placements rows = %d (err %v): the invalid progress was folded", placements, err)
 	}
-	info, err := f.js.Stream(t.Context(), bus.StreamDeadLetter)
+	info, err := f.JS.Stream(t.Context(), bus.StreamDeadLetter)
 	if err != nil {
 		t.Fatal(err)
 	}

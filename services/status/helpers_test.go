@@ -6,16 +6,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,8 +19,8 @@ import (
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/events/bus"
-	"github.com/flotilla-dev/flotilla/harness/natsserver"
 	"github.com/flotilla-dev/flotilla/harness/postgres"
+	"github.com/flotilla-dev/flotilla/harness/servicetest"
 	"github.com/flotilla-dev/flotilla/services/status"
 )
 
@@ -36,93 +32,32 @@ func TestMain(m *testing.M) { os.Exit(postgres.RunMain(m)) }
 var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 
 type fixture struct {
-	t    testing.TB
-	url  string
-	db   string
-	nc   *nats.Conn
-	js   jetstream.JetStream
-	pool *pgxpool.Pool
-
-	mu      sync.Mutex
-	changes []events.PlacementStatusChanged
+	*servicetest.Env
+	t       testing.TB
+	changes *servicetest.Collected[events.PlacementStatusChanged]
 }
 
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
-	srv, nc := natsserver.StartT(t)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := bus.EnsureTopology(t.Context(), js, bus.TopologyOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	db := postgres.NewTestDB(t)
-	pool, err := pgxpool.New(t.Context(), db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	f := &fixture{t: t, url: srv.URL(), db: db, nc: nc, js: js, pool: pool}
-	f.watchStatus()
-	return f
+	env := servicetest.New(t)
+	return &fixture{Env: env, t: t, changes: servicetest.Collect[events.PlacementStatusChanged](env, bus.SubjectsStatus)}
 }
 
 // startStatus runs the status service until the test ends; its clock for
 // member health is now.
 func (f *fixture) startStatus(now time.Time) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	log := slog.New(slog.NewTextHandler(f.t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
-	go func() {
-		done <- status.Run(ctx, status.Config{NATSURL: f.url, DatabaseURL: f.db, Logger: log,
-			Now: func() time.Time { return now }})
-	}()
-	f.t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			f.t.Errorf("status: %v", err)
-		}
-	})
+	cfg := status.Config{NATSURL: f.NATSURL, DatabaseURL: f.DatabaseURL, Logger: f.Logger(),
+		Now: func() time.Time { return now }}
+	f.Run("status", func(ctx context.Context) error { return status.Run(ctx, cfg) })
 	// Queries are answered once the service is up.
 	f.eventually("the query service answers", func() error {
-		_, err := f.nc.Request("$SRV.PING."+events.QueryService, nil, time.Second)
+		_, err := f.NC.Request("$SRV.PING."+events.QueryService, nil, time.Second)
 		return err
 	})
 }
 
-// watchStatus collects every PlacementStatusChanged the service publishes.
-func (f *fixture) watchStatus() {
-	cons, err := f.js.OrderedConsumer(f.t.Context(), bus.StreamEvents, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{bus.SubjectsStatus}})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	cc, err := cons.Consume(func(m jetstream.Msg) {
-		ev, err := bus.DecodeJetStream(m)
-		if err != nil {
-			f.t.Errorf("decode status event: %v", err)
-			return
-		}
-		c, err := events.DecodeAs[events.PlacementStatusChanged](ev)
-		if err != nil {
-			f.t.Errorf("decode status event: %v", err)
-			return
-		}
-		f.mu.Lock()
-		f.changes = append(f.changes, *c)
-		f.mu.Unlock()
-	})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	f.t.Cleanup(cc.Stop)
-}
-
 func (f *fixture) statusChanges() []events.PlacementStatusChanged {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]events.PlacementStatusChanged(nil), f.changes...)
+	return f.changes.All()
 }
 
 // event builds an event with a deterministic id and time.
@@ -139,7 +74,7 @@ func (f *fixture) event(typ, id string, at time.Time, payload any) cloudevents.E
 // publish stores ev on subject through the bus, as a producer would.
 func (f *fixture) publish(subject string, ev cloudevents.Event) {
 	f.t.Helper()
-	if _, err := bus.NewPublisher(f.js).Publish(f.t.Context(), subject, ev); err != nil {
+	if _, err := f.Publisher.Publish(f.t.Context(), subject, ev); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -153,7 +88,7 @@ func (f *fixture) redeliver(subject string, ev cloudevents.Event) {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	if _, err := f.js.PublishMsg(f.t.Context(), msg, jetstream.WithMsgID(ev.ID()+"-again")); err != nil {
+	if _, err := f.JS.PublishMsg(f.t.Context(), msg, jetstream.WithMsgID(ev.ID()+"-again")); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -178,7 +113,7 @@ func (f *fixture) handled(id string) {
 	f.t.Helper()
 	f.eventually("event "+id+" handled", func() error {
 		var n int
-		if err := f.pool.QueryRow(f.t.Context(), `select count(*) from inbox where consumer = 'status' and event_id = $1`, id).Scan(&n); err != nil {
+		if err := f.Pool.QueryRow(f.t.Context(), `select count(*) from inbox where consumer = 'status' and event_id = $1`, id).Scan(&n); err != nil {
 			return err
 		}
 		if n == 0 {
@@ -195,7 +130,7 @@ func query[R any](f *fixture, endpoint string, q any) (events.QueryReply[R], mic
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	msg, err := f.nc.Request(events.QuerySubjectPrefix+endpoint, data, 10*time.Second)
+	msg, err := f.NC.Request(events.QuerySubjectPrefix+endpoint, data, 10*time.Second)
 	if err != nil {
 		f.t.Fatalf("query %s: %v", endpoint, err)
 	}

@@ -28,7 +28,7 @@ func TestTwoReplicas(t *testing.T) {
 	}
 
 	var raw []byte
-	if err := f.pool.QueryRow(t.Context(), `select status from placement_status where placement = 'web-2-crp'`).Scan(&raw); err != nil {
+	if err := f.Pool.QueryRow(t.Context(), `select status from placement_status where placement = 'web-2-crp'`).Scan(&raw); err != nil {
 		t.Fatal(err)
 	}
 	var st api.PlacementStatus
@@ -60,7 +60,7 @@ func TestTwoReplicas(t *testing.T) {
 		t.Errorf("status with two replicas:\n got %q\nwant %q", got, want)
 	}
 	var audited, takeovers int
-	if err := f.pool.QueryRow(t.Context(), `select (select count(*) from audit_log where type <> $1), (select count(*) from takeover_decisions)`,
+	if err := f.Pool.QueryRow(t.Context(), `select (select count(*) from audit_log where type <> $1), (select count(*) from takeover_decisions)`,
 		events.TypePlacementStatusChanged).Scan(&audited, &takeovers); err != nil {
 		t.Fatal(err)
 	}
@@ -135,12 +135,12 @@ func publishAsync(b *testing.B, f *fixture, n int, next func(i int) (typ string,
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := f.js.PublishMsgAsync(msg, jetstream.WithMsgID(ev.ID())); err != nil {
+		if _, err := f.JS.PublishMsgAsync(msg, jetstream.WithMsgID(ev.ID())); err != nil {
 			b.Fatal(err)
 		}
 	}
 	select {
-	case <-f.js.PublishAsyncComplete():
+	case <-f.JS.PublishAsyncComplete():
 	case <-time.After(time.Minute):
 		b.Fatal("publishing did not complete")
 	}
@@ -150,7 +150,7 @@ func waitAudited(b *testing.B, f *fixture, n int) {
 	b.Helper()
 	f.eventually(fmt.Sprintf("%d events audited", n), func() error {
 		var got int
-		if err := f.pool.QueryRow(context.Background(), `select count(*) from audit_log where type <> $1`, events.TypePlacementStatusChanged).Scan(&got); err != nil {
+		if err := f.Pool.QueryRow(context.Background(), `select count(*) from audit_log where type <> $1`, events.TypePlacementStatusChanged).Scan(&got); err != nil {
 			return err
 		}
 		if got < n {

@@ -20,7 +20,7 @@ func TestHistoryWithTheScheduler(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- scheduler.Run(ctx, scheduler.Config{NATSURL: f.url, DatabaseURL: f.db,
+		done <- scheduler.Run(ctx, scheduler.Config{NATSURL: f.NATSURL, DatabaseURL: f.DatabaseURL,
 			Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	}()
 	t.Cleanup(func() {

@@ -91,7 +91,7 @@ func TestStatusFoldsTheStory(t *testing.T) {
 	t.Run("stored status", func(t *testing.T) {
 		var raw []byte
 		var gen int64
-		if err := f.pool.QueryRow(t.Context(), `select status, observed_generation from placement_status where placement = 'web-2-crp'`).Scan(&raw, &gen); err != nil {
+		if err := f.Pool.QueryRow(t.Context(), `select status, observed_generation from placement_status where placement = 'web-2-crp'`).Scan(&raw, &gen); err != nil {
 			t.Fatal(err)
 		}
 		var st api.PlacementStatus
@@ -127,7 +127,7 @@ func TestStatusFoldsTheStory(t *testing.T) {
 	})
 
 	t.Run("transitions", func(t *testing.T) {
-		rows, err := f.pool.Query(t.Context(), `
+		rows, err := f.Pool.Query(t.Context(), `
 			select coalesce(cluster, ''), condition_type, status, reason, at from placement_status_transitions
 			where placement = 'web-2-crp' order by id`)
 		if err != nil {
@@ -176,7 +176,7 @@ func TestStatusFoldsTheStory(t *testing.T) {
 	})
 
 	t.Run("takeover decisions", func(t *testing.T) {
-		rows, err := f.pool.Query(t.Context(), `
+		rows, err := f.Pool.Query(t.Context(), `
 			select placement, cluster, api_group, version, kind, namespace, name, mode, comparison, outcome, diff_paths::text, event_id, decided_at
 			from takeover_decisions`)
 		if err != nil {
@@ -202,7 +202,7 @@ func TestStatusFoldsTheStory(t *testing.T) {
 
 	t.Run("audit log", func(t *testing.T) {
 		var total, reports int
-		if err := f.pool.QueryRow(t.Context(), `select count(*), count(*) filter (where event_id = $1) from audit_log where type <> $2`,
+		if err := f.Pool.QueryRow(t.Context(), `select count(*), count(*) filter (where event_id = $1) from audit_log where type <> $2`,
 			ids["report-member-2"], events.TypePlacementStatusChanged).Scan(&total, &reports); err != nil {
 			t.Fatal(err)
 		}
@@ -213,7 +213,7 @@ func TestStatusFoldsTheStory(t *testing.T) {
 		// The status events the service publishes come back to it: audited too.
 		f.eventually("status events audited", func() error {
 			var audited, enqueued int
-			err := f.pool.QueryRow(t.Context(), `select (select count(*) from audit_log where type = $1), (select count(*) from outbox where type = $1)`,
+			err := f.Pool.QueryRow(t.Context(), `select (select count(*) from audit_log where type = $1), (select count(*) from outbox where type = $1)`,
 				events.TypePlacementStatusChanged).Scan(&audited, &enqueued)
 			if err == nil && audited != enqueued {
 				err = fmt.Errorf("%d of %d status events audited", audited, enqueued)
@@ -223,7 +223,7 @@ func TestStatusFoldsTheStory(t *testing.T) {
 		var typ, source, subj string
 		var payload []byte
 		var at time.Time
-		if err := f.pool.QueryRow(t.Context(), `select type, source, subject, time, payload from audit_log where event_id = $1`,
+		if err := f.Pool.QueryRow(t.Context(), `select type, source, subject, time, payload from audit_log where event_id = $1`,
 			ids["placement"]).Scan(&typ, &source, &subj, &at, &payload); err != nil {
 			t.Fatal(err)
 		}
@@ -233,7 +233,7 @@ func TestStatusFoldsTheStory(t *testing.T) {
 			t.Errorf("audit row: %s %s %q %v %s", typ, source, subj, at, payload)
 		}
 		var applied int
-		if err := f.pool.QueryRow(t.Context(), `select count(*) from apply_results where placement = 'web-2-crp'`).Scan(&applied); err != nil || applied != 2 {
+		if err := f.Pool.QueryRow(t.Context(), `select count(*) from apply_results where placement = 'web-2-crp'`).Scan(&applied); err != nil || applied != 2 {
 			t.Errorf("apply_results rows = %d (err %v), want one per report", applied, err)
 		}
 	})
@@ -252,7 +252,7 @@ func TestStatusFoldsTheStory(t *testing.T) {
 			return nil
 		})
 		var outbox, distinct int
-		if err := f.pool.QueryRow(t.Context(), `select count(*), count(distinct event_id) from outbox where type = $1`,
+		if err := f.Pool.QueryRow(t.Context(), `select count(*), count(distinct event_id) from outbox where type = $1`,
 			events.TypePlacementStatusChanged).Scan(&outbox, &distinct); err != nil {
 			t.Fatal(err)
 		}
@@ -347,7 +347,7 @@ func mustPayload(t *testing.T, f *fixture, id string) json.RawMessage {
 	t.Helper()
 	f.handled(id)
 	var raw []byte
-	if err := f.pool.QueryRow(t.Context(), `select payload from audit_log where event_id = $1`, id).Scan(&raw); err != nil {
+	if err := f.Pool.QueryRow(t.Context(), `select payload from audit_log where event_id = $1`, id).Scan(&raw); err != nil {
 		t.Fatal(err)
 	}
 	return raw
