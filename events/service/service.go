@@ -163,3 +163,13 @@ func (e *Env) serveHealth(ctx context.Context) error {
 		return nil
 	})
 }
+
+// Stopped is a service Run's last word on err: nil when ctx ended, since a
+// service asked to stop while still starting (or connecting, or migrating)
+// has not failed; err otherwise.
+func Stopped(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}

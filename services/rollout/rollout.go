@@ -74,7 +74,8 @@ type Config struct {
 const consumer = bus.ConsumerRollout
 
 // Run runs the rollout service until ctx ends.
-func Run(ctx context.Context, cfg Config) error {
+func Run(ctx context.Context, cfg Config) (err error) {
+	defer func() { err = service.Stopped(ctx, err) }()
 	if cfg.DatabaseURL == "" {
 		return errors.New("rollout: a database URL is required (--database-url or DATABASE_URL)")
 	}

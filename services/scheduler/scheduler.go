@@ -36,7 +36,8 @@ type Config struct {
 const consumer = bus.ConsumerScheduler
 
 // Run runs the scheduler until ctx ends.
-func Run(ctx context.Context, cfg Config) error {
+func Run(ctx context.Context, cfg Config) (err error) {
+	defer func() { err = service.Stopped(ctx, err) }()
 	if cfg.DatabaseURL == "" {
 		return fmt.Errorf("scheduler: a database URL is required (--database-url or DATABASE_URL)")
 	}

@@ -53,7 +53,8 @@ type server struct {
 }
 
 // Run runs the status service until ctx ends.
-func Run(ctx context.Context, cfg Config) error {
+func Run(ctx context.Context, cfg Config) (err error) {
+	defer func() { err = service.Stopped(ctx, err) }()
 	if cfg.DatabaseURL == "" {
 		return errors.New("status: a database URL is required (--database-url or DATABASE_URL)")
 	}

@@ -335,7 +335,7 @@ func (r *run) applyTracked(ctx context.Context, t *tracked, desired *unstructure
 	}
 	t.owned = true
 	t.live = applied
-	t.appliedAt = appliedTime(applied)
+	t.appliedAt = appliedTime(applied, r.a.now())
 	t.result.ObservedGeneration = applied.GetGeneration()
 	t.result.Drifts = nil
 	t.setSynced(applied)

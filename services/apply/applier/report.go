@@ -79,12 +79,19 @@ func (t *tracked) refreshAvailability(period time.Duration, now time.Time) {
 
 // appliedTime is when Flotilla last changed obj: the time of its apply entry
 // in managedFields, which survives restarts.
-func appliedTime(obj *unstructured.Unstructured) time.Time {
+//
+// Managed-field times are whole seconds, so a time within the last second
+// means the apply just now changed the object: now is then the exact time,
+// and a not-trackable object is not counted available up to a second early.
+func appliedTime(obj *unstructured.Unstructured, now time.Time) time.Time {
 	var latest time.Time
 	for _, mf := range obj.GetManagedFields() {
 		if mf.Manager == FieldManager && mf.Time != nil && mf.Time.After(latest) {
 			latest = mf.Time.Time
 		}
+	}
+	if !latest.IsZero() && now.Sub(latest) < time.Second {
+		return now
 	}
 	return latest
 }
