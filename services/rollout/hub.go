@@ -77,7 +77,7 @@ func (r *rollout) upsertHubResource(ctx context.Context, tx pgx.Tx, ev cloudeven
 	if prev != nil && !prev.deleted && prev.hash == hash {
 		return nil // same content: no placement's selection changes
 	}
-	return r.hubChanged(ctx, tx, now)
+	return r.hubChanged(ctx, tx, id, now)
 }
 
 // deleteHubResource marks a manifest deleted in the hub store. The row stays
@@ -104,7 +104,7 @@ func (r *rollout) deleteHubResource(ctx context.Context, tx pgx.Tx, ev cloudeven
 	if prev == nil || prev.deleted {
 		return nil // it was not in the hub store
 	}
-	return r.hubChanged(ctx, tx, now)
+	return r.hubChanged(ctx, tx, id, now)
 }
 
 // hubRow is what the handlers need of a stored hub object.
@@ -130,36 +130,61 @@ func lockHubRow(ctx context.Context, tx pgx.Tx, id api.ResourceIdentifier) (*hub
 	return &h, nil
 }
 
-// hubChanged opens or extends the coalescing window of every live placement
-// (snapshot.DueAt): their selections are evaluated when changes pause, so a
-// burst costs one evaluation per placement.
+// selectorsLock is a PostgreSQL advisory lock between hub changes (shared)
+// and placement spec changes (exclusive). A hub change re-selects only the
+// placements whose selectors may concern it, read without row locks; the
+// lock makes sure a placement whose selectors change meanwhile either is
+// read with its new selectors or commits them, and evaluates, only after the
+// hub change committed.
+const selectorsLock = 0x666c6f74696c6c61 // "flotilla"
+
+// hubChanged opens or extends the coalescing window (snapshot.DueAt) of the
+// live placements whose selectors may concern the changed object: their
+// selections are evaluated when changes pause, so a burst costs one
+// evaluation per placement, and placements the change cannot concern cost
+// nothing.
 //
-// Every live placement's row is locked, not only those without a window: a
-// reconcile that is evaluating a selection right now (it holds the row) may
-// not have seen this change and will close the window when it commits, so
-// the window must be reopened after it. Rows are locked in name order, so
-// concurrent handlers cannot deadlock.
-func (r *rollout) hubChanged(ctx context.Context, tx pgx.Tx, now time.Time) error {
+// The concerned rows are locked, in name order so that concurrent handlers
+// cannot deadlock: a reconcile evaluating a selection right now (it holds
+// the row) may not have seen this change and will close the window when it
+// commits, so the window must be reopened after it.
+func (r *rollout) hubChanged(ctx context.Context, tx pgx.Tx, id api.ResourceIdentifier, now time.Time) error {
+	if _, err := tx.Exec(ctx, `select pg_advisory_xact_lock_shared($1)`, int64(selectorsLock)); err != nil {
+		return fmt.Errorf("find placements to re-select: %w", err)
+	}
 	rows, err := tx.Query(ctx, `
-		select name from rollout_placements
-		where not deleted and spec is not null
-		order by name for update`)
+		select name, spec->'resourceSelectors' from rollout_placements
+		where not deleted and spec is not null`)
 	if err != nil {
 		return fmt.Errorf("find placements to re-select: %w", err)
 	}
-	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
+	var concerned []string
+	for rows.Next() {
+		var name string
+		var raw []byte
+		if err := rows.Scan(&name, &raw); err != nil {
+			return fmt.Errorf("find placements to re-select: %w", err)
+		}
+		var selectors []api.ClusterResourceSelector
+		if err := json.Unmarshal(raw, &selectors); err != nil || selection.MayConcern(selectors, id) {
+			concerned = append(concerned, name)
+		}
+	}
+	if err := rows.Err(); err != nil {
 		return fmt.Errorf("find placements to re-select: %w", err)
 	}
-	if len(names) == 0 {
+	if len(concerned) == 0 {
 		return nil
+	}
+	if _, err := tx.Exec(ctx, `select 1 from rollout_placements where name = any($1) order by name for update`, concerned); err != nil {
+		return fmt.Errorf("lock placements to re-select: %w", err)
 	}
 	// As snapshot.DueAt: push each evaluation a quiet period later, capped
 	// at the window's maximum.
 	if _, err := tx.Exec(ctx, `update rollout_placements set
 			snapshot_window_opened_at = coalesce(snapshot_window_opened_at, $3),
 			snapshot_due_at = least($2::timestamptz, coalesce(snapshot_window_opened_at, $3) + $4 * interval '1 microsecond')
-		where name = any($1)`, names, now.Add(r.window), now, r.maxWait.Microseconds()); err != nil {
+		where name = any($1)`, concerned, now.Add(r.window), now, r.maxWait.Microseconds()); err != nil {
 		return fmt.Errorf("schedule re-selection: %w", err)
 	}
 	return nil

@@ -29,6 +29,11 @@ func (r *rollout) upsertPlacement(ctx context.Context, tx pgx.Tx, m bus.Meta, p 
 	if err != nil {
 		return bus.Permanent(fmt.Errorf("placement %s: %w", crp.Name, err))
 	}
+	// Exclusive against hub changes in flight (see selectorsLock): they
+	// chose which placements to re-select by the selectors they read.
+	if _, err := tx.Exec(ctx, `select pg_advisory_xact_lock($1)`, int64(selectorsLock)); err != nil {
+		return fmt.Errorf("store placement %s: %w", crp.Name, err)
+	}
 	row, err := lockPlacement(ctx, tx, crp.Name, lockOrCreate, now)
 	if err != nil {
 		return err

@@ -736,3 +736,46 @@ func TestARedeliveredEventHasNoSecondEffect(t *testing.T) {
 		t.Errorf("m1 was sent work %d times, want once", len(ws))
 	}
 }
+
+// TestHubChangeReselectsOnlyConcernedPlacements: a change to an object in one
+// namespace re-selects the placement of that namespace and leaves the
+// placement of another namespace alone.
+func TestHubChangeReselectsOnlyConcernedPlacements(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, rollout.Config{})
+	f.start()
+	f.hub(namespaceManifest("shop"), configMap("shop", "settings", "v0"),
+		namespaceManifest("blog"), configMap("blog", "settings", "v0"))
+	f.place(crp("shop", namespace("shop")))
+	f.place(crp("blog", namespace("blog")))
+	for _, p := range []string{"shop", "blog"} {
+		waitFor(t, p+"'s first snapshot", func() error {
+			if n := len(f.snapshots(p)); n != 1 {
+				return fmt.Errorf("%d snapshots", n)
+			}
+			return nil
+		})
+	}
+	// blog's row changes whenever the rollout evaluates it.
+	blogTouched := func() time.Time {
+		t.Helper()
+		var at time.Time
+		if err := f.Pool.QueryRow(t.Context(), `select updated_at from rollout_placements where name = 'blog'`).Scan(&at); err != nil {
+			t.Fatal(err)
+		}
+		return at
+	}
+	before := blogTouched()
+	f.hub(configMap("shop", "settings", "v1"))
+	waitFor(t, "shop's second snapshot", func() error {
+		if n := len(f.snapshots("shop")); n != 2 {
+			return fmt.Errorf("%d snapshots", n)
+		}
+		return nil
+	})
+	// Give a wrongly opened window (50ms) time to fire before looking.
+	time.Sleep(300 * time.Millisecond)
+	if after := blogTouched(); !after.Equal(before) {
+		t.Fatalf("blog was re-evaluated for a change in another namespace (row updated %s, was %s)", after, before)
+	}
+}

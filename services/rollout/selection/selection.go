@@ -296,3 +296,20 @@ func (s Objects) InNamespace(_ context.Context, namespace string) ([]Object, err
 	}
 	return out, nil
 }
+
+// MayConcern reports whether a change to the hub object id could change
+// what selectors select: a selector of its kind (by its name, or by labels,
+// which the change may have added or removed), or a Namespace selector that
+// may select its namespace. It errs towards true; false means the placement
+// need not be re-selected.
+func MayConcern(selectors []api.ClusterResourceSelector, id api.ResourceIdentifier) bool {
+	for _, s := range selectors {
+		if s.Group == id.Group && s.Kind == id.Kind && (s.Name == "" || s.Name == id.Name) {
+			return true
+		}
+		if id.Namespace != "" && s.Group == "" && s.Kind == "Namespace" && (s.Name == "" || s.Name == id.Namespace) {
+			return true
+		}
+	}
+	return false
+}

@@ -259,3 +259,39 @@ func TestNewObjectRejectsManifestsWithoutIdentity(t *testing.T) {
 		}
 	}
 }
+
+func TestMayConcern(t *testing.T) {
+	ns := func(name string) api.ClusterResourceSelector {
+		return api.ClusterResourceSelector{Version: "v1", Kind: "Namespace", Name: name}
+	}
+	byLabel := api.ClusterResourceSelector{Version: "v1", Kind: "Namespace",
+		LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}
+	role := api.ClusterResourceSelector{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole", Name: "reader"}
+	cm := api.ResourceIdentifier{Version: "v1", Kind: "ConfigMap", Namespace: "app", Name: "settings"}
+	tests := []struct {
+		name      string
+		selectors []api.ClusterResourceSelector
+		id        api.ResourceIdentifier
+		want      bool
+	}{
+		{"an object in the selected namespace", []api.ClusterResourceSelector{ns("app")}, cm, true},
+		{"an object in another namespace", []api.ClusterResourceSelector{ns("web")}, cm, false},
+		{"namespaces selected by labels may include its namespace", []api.ClusterResourceSelector{byLabel}, cm, true},
+		{"the selected namespace itself", []api.ClusterResourceSelector{ns("app")}, api.ResourceIdentifier{Version: "v1", Kind: "Namespace", Name: "app"}, true},
+		{"another namespace object", []api.ClusterResourceSelector{ns("app")}, api.ResourceIdentifier{Version: "v1", Kind: "Namespace", Name: "web"}, false},
+		{"a cluster-scoped object by name", []api.ClusterResourceSelector{role}, api.ResourceIdentifier{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole", Name: "reader"}, true},
+		{"a cluster-scoped object of another name", []api.ClusterResourceSelector{role}, api.ResourceIdentifier{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole", Name: "admin"}, false},
+		{"a kind no selector names", []api.ClusterResourceSelector{role}, cm, false},
+		{"a namespace-aware selector of the kind",
+			[]api.ClusterResourceSelector{{Group: "apps", Version: "v1", Kind: "Deployment",
+				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{selection.NamespaceLabel: "default"}}}},
+			api.ResourceIdentifier{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "default", Name: "web"}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := selection.MayConcern(tt.selectors, tt.id); got != tt.want {
+				t.Errorf("MayConcern = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
