@@ -5,10 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"regexp"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +20,7 @@ import (
 	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/harness/kube"
 	"github.com/flotilla-dev/flotilla/services/apply/applier"
+	"github.com/flotilla-dev/flotilla/services/apply/internal/applytest"
 )
 
 // One member cluster (etcd, kube-apiserver, kube-controller-manager) serves
@@ -66,28 +64,8 @@ func client(t testing.TB) dynamic.Interface {
 	return c
 }
 
-var nonName = regexp.MustCompile(`[^a-z0-9]+`)
-
 // name derives a DNS label from the test's name, so tests do not collide.
-func name(t testing.TB, suffix string) string {
-	n := strings.Trim(nonName.ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
-	if len(n) > 44 {
-		n = strings.Trim(n[len(n)-44:], "-")
-	}
-	// A number per test run keeps names apart when tests repeat (-count)
-	// on the same member.
-	id, _ := runIDs.LoadOrStore(t, runSeq.Add(1))
-	n += fmt.Sprintf("-%d", id)
-	if suffix != "" {
-		n += "-" + suffix
-	}
-	return n
-}
-
-var (
-	runIDs sync.Map // testing.TB -> int64
-	runSeq atomic.Int64
-)
+func name(t testing.TB, suffix string) string { return applytest.Name(t, suffix) }
 
 // obj reads a YAML manifest.
 func obj(t testing.TB, manifest string) *unstructured.Unstructured {
@@ -106,18 +84,7 @@ func obj(t testing.TB, manifest string) *unstructured.Unstructured {
 // work builds a placement's desired state from YAML manifests.
 func work(t testing.TB, placement string, strategy api.ApplyStrategy, manifests ...string) *events.WorkDesired {
 	t.Helper()
-	w := &events.WorkDesired{
-		Cluster: member, Placement: placement, ResourceIndex: 1, Generation: 1,
-		ApplyStrategy: strategy, UnavailablePeriodSeconds: 1,
-	}
-	for _, m := range manifests {
-		j, err := yaml.YAMLToJSON([]byte(m))
-		if err != nil {
-			t.Fatalf("manifest: %v\n%s", err, m)
-		}
-		w.Manifests = append(w.Manifests, json.RawMessage(j))
-	}
-	return w
+	return applytest.Work(t, member, placement, strategy, manifests...)
 }
 
 func gvrOf(t testing.TB, u *unstructured.Unstructured) schema.GroupVersionResource {

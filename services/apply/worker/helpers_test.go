@@ -5,10 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"regexp"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
@@ -27,6 +23,7 @@ import (
 	"github.com/flotilla-dev/flotilla/harness/kube"
 	"github.com/flotilla-dev/flotilla/harness/natsserver"
 	"github.com/flotilla-dev/flotilla/services/apply/worker"
+	"github.com/flotilla-dev/flotilla/services/apply/internal/applytest"
 )
 
 // Real member clusters for the package: member-1 and member-2.
@@ -230,40 +227,12 @@ func (f *fleet) start(cluster string, tune func(*worker.Config)) (stop func()) {
 	return stop
 }
 
-var nonName = regexp.MustCompile(`[^a-z0-9]+`)
-
-func name(t testing.TB, suffix string) string {
-	n := strings.Trim(nonName.ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
-	if len(n) > 44 {
-		n = strings.Trim(n[len(n)-44:], "-")
-	}
-	// A number per test run keeps names apart when tests repeat (-count)
-	// on the same member.
-	id, _ := runIDs.LoadOrStore(t, runSeq.Add(1))
-	n += fmt.Sprintf("-%d", id)
-	if suffix != "" {
-		n += "-" + suffix
-	}
-	return n
-}
-
-var (
-	runIDs sync.Map // testing.TB -> int64
-	runSeq atomic.Int64
-)
+// name derives a DNS label from the test's name, so tests do not collide.
+func name(t testing.TB, suffix string) string { return applytest.Name(t, suffix) }
 
 func work(t testing.TB, cluster, placement string, strategy api.ApplyStrategy, manifests ...string) *events.WorkDesired {
 	t.Helper()
-	w := &events.WorkDesired{Cluster: cluster, Placement: placement, ResourceIndex: 1, Generation: 1,
-		ApplyStrategy: strategy, UnavailablePeriodSeconds: 1}
-	for _, m := range manifests {
-		j, err := yaml.YAMLToJSON([]byte(m))
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.Manifests = append(w.Manifests, json.RawMessage(j))
-	}
-	return w
+	return applytest.Work(t, cluster, placement, strategy, manifests...)
 }
 
 func client(t testing.TB, cluster string) dynamic.Interface {
