@@ -22,8 +22,8 @@ import (
 	"github.com/flotilla-dev/flotilla/events/bus"
 	"github.com/flotilla-dev/flotilla/harness/kube"
 	"github.com/flotilla-dev/flotilla/harness/natsserver"
-	"github.com/flotilla-dev/flotilla/services/apply/worker"
 	"github.com/flotilla-dev/flotilla/services/apply/internal/applytest"
+	"github.com/flotilla-dev/flotilla/services/apply/worker"
 )
 
 // Real member clusters for the package: member-1 and member-2.
