@@ -36,56 +36,62 @@ func (p Printer) now() time.Time {
 // for by name: structured formats then print the object itself, otherwise a
 // v1 List, as kubectl does.
 func (p Printer) Placements(w io.Writer, crps []api.ClusterResourcePlacement, single bool) error {
-	crps = slices.Clone(crps)
-	for i := range crps {
-		setKind(&crps[i].TypeMeta, api.PlacementGroupVersion.String(), api.ClusterResourcePlacementKind)
-	}
-	slices.SortFunc(crps, func(a, b api.ClusterResourcePlacement) int { return strings.Compare(a.Name, b.Name) })
-	switch p.Output.Format {
-	case Table, Wide:
-		wide, now := p.Output.Format == Wide, p.now()
-		rows := make([][]string, 0, len(crps))
-		for i := range crps {
-			rows = append(rows, placementRow(&crps[i], now, wide))
-		}
-		return p.table(w, placementColumns(wide), rows)
-	case Name:
-		for _, crp := range crps {
-			fmt.Fprintf(w, "clusterresourceplacement.%s/%s\n", api.PlacementGroupVersion.Group, crp.Name)
-		}
-		return nil
-	}
-	if single && len(crps) == 1 {
-		return printStructured(w, p.Output, &crps[0])
-	}
-	return printStructured(w, p.Output, newList(crps))
+	return printObjects(p, w, crps, single, kindInfo[api.ClusterResourcePlacement]{
+		apiVersion: api.PlacementGroupVersion.String(), kind: api.ClusterResourcePlacementKind,
+		resource: "clusterresourceplacement." + api.PlacementGroupVersion.Group,
+		typeMeta: func(c *api.ClusterResourcePlacement) *metav1.TypeMeta { return &c.TypeMeta },
+		name:     func(c *api.ClusterResourcePlacement) string { return c.Name },
+		columns:  placementColumns, row: placementRow,
+	})
 }
 
 // Members prints member clusters; single as for Placements.
 func (p Printer) Members(w io.Writer, members []api.MemberCluster, single bool) error {
-	members = slices.Clone(members)
-	for i := range members {
-		setKind(&members[i].TypeMeta, api.ClusterGroupVersion.String(), api.MemberClusterKind)
+	return printObjects(p, w, members, single, kindInfo[api.MemberCluster]{
+		apiVersion: api.ClusterGroupVersion.String(), kind: api.MemberClusterKind,
+		resource: "membercluster." + api.ClusterGroupVersion.Group,
+		typeMeta: func(m *api.MemberCluster) *metav1.TypeMeta { return &m.TypeMeta },
+		name:     func(m *api.MemberCluster) string { return m.Name },
+		columns:  memberColumns, row: memberRow,
+	})
+}
+
+// kindInfo is what printing needs to know of a kind.
+type kindInfo[T any] struct {
+	apiVersion, kind string
+	// resource prefixes names in -o name, as kubectl writes them.
+	resource string
+	typeMeta func(*T) *metav1.TypeMeta
+	name     func(*T) string
+	columns  func(wide bool) []string
+	row      func(obj *T, now time.Time, wide bool) []string
+}
+
+// printObjects prints objects of one kind, sorted by name, in p's format.
+func printObjects[T any](p Printer, w io.Writer, objs []T, single bool, k kindInfo[T]) error {
+	objs = slices.Clone(objs)
+	for i := range objs {
+		setKind(k.typeMeta(&objs[i]), k.apiVersion, k.kind)
 	}
-	slices.SortFunc(members, func(a, b api.MemberCluster) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(objs, func(a, b T) int { return strings.Compare(k.name(&a), k.name(&b)) })
 	switch p.Output.Format {
 	case Table, Wide:
 		wide, now := p.Output.Format == Wide, p.now()
-		rows := make([][]string, 0, len(members))
-		for i := range members {
-			rows = append(rows, memberRow(&members[i], now, wide))
+		rows := make([][]string, 0, len(objs))
+		for i := range objs {
+			rows = append(rows, k.row(&objs[i], now, wide))
 		}
-		return p.table(w, memberColumns(wide), rows)
+		return p.table(w, k.columns(wide), rows)
 	case Name:
-		for _, m := range members {
-			fmt.Fprintf(w, "membercluster.%s/%s\n", api.ClusterGroupVersion.Group, m.Name)
+		for i := range objs {
+			fmt.Fprintf(w, "%s/%s\n", k.resource, k.name(&objs[i]))
 		}
 		return nil
 	}
-	if single && len(members) == 1 {
-		return printStructured(w, p.Output, &members[0])
+	if single && len(objs) == 1 {
+		return printStructured(w, p.Output, &objs[0])
 	}
-	return printStructured(w, p.Output, newList(members))
+	return printStructured(w, p.Output, newList(objs))
 }
 
 // setKind fills in apiVersion and kind when the answer left them out.
