@@ -155,66 +155,13 @@ func startFakeStatus(t *testing.T, nc *nats.Conn) *fakeStatus {
 			t.Fatal(err)
 		}
 	}
-	add(events.QueryGetPlacement, func(r micro.Request) {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		var q events.NameQuery
-		_ = json.Unmarshal(r.Data(), &q)
-		p, ok := f.placements[q.Name]
-		respond(r, p, ok, "clusterresourceplacement "+q.Name)
-	})
-	add(events.QueryListPlacements, func(r micro.Request) {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		var q events.ListQuery
-		_ = json.Unmarshal(r.Data(), &q)
-		sel, err := labels.Parse(q.LabelSelector)
-		if err != nil {
-			_ = r.Error("400", err.Error(), mustJSON(events.QueryReply[any]{Error: err.Error()}))
-			return
-		}
-		out := []api.ClusterResourcePlacement{}
-		for _, n := range slices.Sorted(maps.Keys(f.placements)) {
-			if sel.Matches(labels.Set(f.placements[n].Labels)) {
-				out = append(out, f.placements[n])
-			}
-		}
-		respond(r, out, true, "")
-	})
-	add(events.QueryGetMember, func(r micro.Request) {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		var q events.NameQuery
-		_ = json.Unmarshal(r.Data(), &q)
-		m, ok := f.members[q.Name]
-		respond(r, m, ok, "membercluster "+q.Name)
-	})
-	add(events.QueryListMembers, func(r micro.Request) {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		var q events.ListQuery
-		_ = json.Unmarshal(r.Data(), &q)
-		sel, err := labels.Parse(q.LabelSelector)
-		if err != nil {
-			_ = r.Error("400", err.Error(), mustJSON(events.QueryReply[any]{Error: err.Error()}))
-			return
-		}
-		out := []api.MemberCluster{}
-		for _, n := range slices.Sorted(maps.Keys(f.members)) {
-			if sel.Matches(labels.Set(f.members[n].Labels)) {
-				out = append(out, f.members[n])
-			}
-		}
-		respond(r, out, true, "")
-	})
-	add(events.QueryHistory, func(r micro.Request) {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		var q events.NameQuery
-		_ = json.Unmarshal(r.Data(), &q)
-		h, ok := f.history[q.Name]
-		respond(r, h, ok, "placement "+q.Name)
-	})
+	add(events.QueryGetPlacement, serveGet(f, func() map[string]api.ClusterResourcePlacement { return f.placements }, "clusterresourceplacement "))
+	add(events.QueryListPlacements, serveList(f, func() map[string]api.ClusterResourcePlacement { return f.placements },
+		func(p api.ClusterResourcePlacement) map[string]string { return p.Labels }))
+	add(events.QueryGetMember, serveGet(f, func() map[string]api.MemberCluster { return f.members }, "membercluster "))
+	add(events.QueryListMembers, serveList(f, func() map[string]api.MemberCluster { return f.members },
+		func(m api.MemberCluster) map[string]string { return m.Labels }))
+	add(events.QueryHistory, serveGet(f, func() map[string]events.PlacementHistory { return f.history }, "placement "))
 	add(events.QueryTakeovers, func(r micro.Request) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -292,4 +239,39 @@ func natsConnect(t *testing.T, url string) *nats.Conn {
 	}
 	t.Cleanup(nc.Close)
 	return nc
+}
+
+// serveGet answers a get query from the map objects returns, under f's lock.
+func serveGet[T any](f *fakeStatus, objects func() map[string]T, what string) func(micro.Request) {
+	return func(r micro.Request) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		var q events.NameQuery
+		_ = json.Unmarshal(r.Data(), &q)
+		obj, ok := objects()[q.Name]
+		respond(r, obj, ok, what+q.Name)
+	}
+}
+
+// serveList answers a list query, filtering by the query's label selector.
+func serveList[T any](f *fakeStatus, objects func() map[string]T, labelsOf func(T) map[string]string) func(micro.Request) {
+	return func(r micro.Request) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		var q events.ListQuery
+		_ = json.Unmarshal(r.Data(), &q)
+		sel, err := labels.Parse(q.LabelSelector)
+		if err != nil {
+			_ = r.Error("400", err.Error(), mustJSON(events.QueryReply[any]{Error: err.Error()}))
+			return
+		}
+		all := objects()
+		out := []T{}
+		for _, n := range slices.Sorted(maps.Keys(all)) {
+			if sel.Matches(labels.Set(labelsOf(all[n]))) {
+				out = append(out, all[n])
+			}
+		}
+		respond(r, out, true, "")
+	}
 }
