@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-MODULES := events migrations harness harness/containers services/scheduler services/rollout services/apply \
+MODULES := events platform migrations harness harness/containers services/scheduler services/rollout services/apply \
            services/status services/fleetctl services/standalone e2e
 PKGS    := $(addprefix ./,$(addsuffix /...,$(MODULES)))
 GOTEST_FLAGS ?= -race -timeout 40m

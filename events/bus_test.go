@@ -14,15 +14,11 @@ import (
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/bus"
-	"github.com/flotilla-dev/flotilla/events/inbox"
-	"github.com/flotilla-dev/flotilla/events/outbox"
 	"github.com/flotilla-dev/flotilla/harness/natsserver"
 	"github.com/flotilla-dev/flotilla/harness/postgres"
 )
@@ -177,57 +173,6 @@ func TestEveryEventTypeCrossesTheBus(t *testing.T) {
 	}
 }
 
-// TestRedeliveredEventTakesEffectOnce delivers an event whose handler commits
-// its effect and then fails before acknowledging, as a crash would: the
-// redelivery finds the inbox row and the effect exists once.
-func TestRedeliveredEventTakesEffectOnce(t *testing.T) {
-	_, js := startBus(t)
-	pool, err := pgxpool.New(t.Context(), postgres.NewTestDB(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-
-	var deliveries atomic.Int32
-	consume(t, js, bus.StreamEvents, bus.ConsumerStatus, func(ctx context.Context, ev cloudevents.Event, m bus.Meta) error {
-		deliveries.Add(1)
-		_, err := inbox.Handle(ctx, pool, "status", ev, func(ctx context.Context, tx pgx.Tx) error {
-			_, err := tx.Exec(ctx, `insert into audit_log (event_id, type, source, subject, time, payload)
-				values ($1, $2, $3, $4, $5, $6)`, ev.ID(), ev.Type(), ev.Source(), ev.Subject(), ev.Time(), ev.Data())
-			return err
-		})
-		if err != nil {
-			return err
-		}
-		if m.NumDelivered == 1 {
-			return fmt.Errorf("lost the connection before acknowledging")
-		}
-		return nil
-	})
-
-	ev, err := events.New(events.TypePlacementDeleted, "/flotilla/test", "web", "", events.PlacementDeleted{Name: "web"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	subj, _ := events.PlacementSubject("web")
-	if _, err := bus.NewPublisher(js).Publish(t.Context(), subj, ev); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, func() error {
-		if n := deliveries.Load(); n < 2 {
-			return fmt.Errorf("%d deliveries, want a redelivery", n)
-		}
-		return nil
-	})
-	var n int
-	if err := pool.QueryRow(t.Context(), `select count(*) from audit_log where event_id = $1`, ev.ID()).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	if n != 1 {
-		t.Fatalf("the event was recorded %d times over %d deliveries, want once", n, deliveries.Load())
-	}
-}
-
 // TestBadMessagesAreDeadLetteredAndTheQueueMovesOn sends garbage and an event
 // of an unknown type: both land in the dead-letter stream with a reason, and
 // the good message behind them is still handled.
@@ -292,74 +237,4 @@ func TestBadMessagesAreDeadLetteredAndTheQueueMovesOn(t *testing.T) {
 		}
 	}
 	_ = nc
-}
-
-// TestOutboxRelaysCommittedEventsOnce enqueues events in a transaction that
-// commits and in one that rolls back: only the committed one reaches the bus,
-// once, even when two relays run.
-func TestOutboxRelaysCommittedEventsOnce(t *testing.T) {
-	_, js := startBus(t)
-	pool, err := pgxpool.New(t.Context(), postgres.NewTestDB(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	subj, _ := events.SchedulingSubject("web")
-	mk := func(name string) cloudevents.Event {
-		ev, err := events.New(events.TypePlacementScheduled, "/flotilla/test", "web", events.ID("decision", name),
-			events.PlacementScheduled{Placement: name, Fulfilled: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ev
-	}
-	committed, rolledBack := mk("committed"), mk("rolled-back")
-	if err := pgx.BeginFunc(t.Context(), pool, func(tx pgx.Tx) error {
-		return outbox.Enqueue(t.Context(), tx, subj, committed)
-	}); err != nil {
-		t.Fatal(err)
-	}
-	_ = pgx.BeginFunc(t.Context(), pool, func(tx pgx.Tx) error {
-		if err := outbox.Enqueue(t.Context(), tx, subj, rolledBack); err != nil {
-			return err
-		}
-		return fmt.Errorf("the decision failed")
-	})
-
-	ctx, cancel := context.WithCancel(t.Context())
-	var wg sync.WaitGroup
-	for range 2 {
-		wg.Go(func() { (&outbox.Relay{Pool: pool, JS: js, Sweep: 50 * time.Millisecond}).Run(ctx) })
-	}
-	t.Cleanup(func() { cancel(); wg.Wait() })
-
-	var seen []string
-	var mu sync.Mutex
-	consume(t, js, bus.StreamEvents, bus.ConsumerRollout, func(_ context.Context, ev cloudevents.Event, _ bus.Meta) error {
-		mu.Lock()
-		seen = append(seen, ev.ID())
-		mu.Unlock()
-		return nil
-	})
-	eventually(t, func() error {
-		var pending int
-		if err := pool.QueryRow(t.Context(), `select count(*) from outbox where published_at is null`).Scan(&pending); err != nil {
-			return err
-		}
-		if pending != 0 {
-			return fmt.Errorf("%d outbox rows unpublished", pending)
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if len(seen) == 0 {
-			return fmt.Errorf("nothing consumed yet")
-		}
-		return nil
-	})
-	time.Sleep(200 * time.Millisecond) // let a wrongly doubled publish arrive
-	mu.Lock()
-	defer mu.Unlock()
-	if len(seen) != 1 || seen[0] != committed.ID() {
-		t.Fatalf("consumed %v, want only the committed event %s", seen, committed.ID())
-	}
 }

@@ -5,12 +5,9 @@ go 1.26.0
 require (
 	github.com/cloudevents/sdk-go/v2 v2.16.2
 	github.com/flotilla-dev/flotilla/harness v0.0.0
-	github.com/flotilla-dev/flotilla/migrations v0.0.0
 	github.com/google/uuid v1.6.0
-	github.com/jackc/pgx/v5 v5.12.0
 	github.com/nats-io/nats.go v1.55.0
 	go.yaml.in/yaml/v3 v3.0.5
-	golang.org/x/sync v0.24.0
 	k8s.io/apimachinery v0.36.3
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730
 	sigs.k8s.io/yaml v1.6.0
@@ -22,12 +19,14 @@ require (
 	github.com/Masterminds/semver/v3 v3.3.0 // indirect
 	github.com/Masterminds/sprig/v3 v3.3.0 // indirect
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
+	github.com/flotilla-dev/flotilla/migrations v0.0.0 // indirect
 	github.com/fxamacker/cbor/v2 v2.9.0 // indirect
 	github.com/go-logr/logr v1.4.3 // indirect
 	github.com/google/go-tpm v0.9.8 // indirect
 	github.com/huandu/xstrings v1.5.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/pgx/v5 v5.12.0 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/jackc/tern/v2 v2.3.4 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
@@ -47,6 +46,7 @@ require (
 	go.yaml.in/yaml/v2 v2.4.3 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/net v0.60.0 // indirect
+	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
@@ -77,3 +77,5 @@ replace github.com/flotilla-dev/flotilla/services/scheduler => ../services/sched
 replace github.com/flotilla-dev/flotilla/services/standalone => ../services/standalone
 
 replace github.com/flotilla-dev/flotilla/services/status => ../services/status
+
+replace github.com/flotilla-dev/flotilla/platform => ../platform

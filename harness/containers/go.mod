@@ -9,6 +9,7 @@ require (
 )
 
 require (
+	github.com/Azure/go-ansiterm v0.0.0-20261006220739-8c912ac31dd4 // indirect
 	github.com/Masterminds/goutils v1.1.1 // indirect
 	github.com/Masterminds/semver/v3 v3.3.0 // indirect
 	github.com/Masterminds/sprig/v3 v3.3.0 // indirect
@@ -97,3 +98,5 @@ replace github.com/flotilla-dev/flotilla/services/scheduler => ../../services/sc
 replace github.com/flotilla-dev/flotilla/services/standalone => ../../services/standalone
 
 replace github.com/flotilla-dev/flotilla/services/status => ../../services/status
+
+replace github.com/flotilla-dev/flotilla/platform => ../../platform

@@ -55,6 +55,7 @@ require (
 require (
 	github.com/flotilla-dev/flotilla/events v0.0.0
 	github.com/flotilla-dev/flotilla/harness v0.0.0
+	github.com/flotilla-dev/flotilla/platform v0.0.0
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
@@ -89,3 +90,5 @@ replace github.com/flotilla-dev/flotilla/services/scheduler => ../../services/sc
 replace github.com/flotilla-dev/flotilla/services/standalone => ../../services/standalone
 
 replace github.com/flotilla-dev/flotilla/services/status => ../../services/status
+
+replace github.com/flotilla-dev/flotilla/platform => ../../platform

@@ -66,3 +66,5 @@ replace github.com/flotilla-dev/flotilla/services/scheduler => ../../services/sc
 replace github.com/flotilla-dev/flotilla/services/standalone => ../../services/standalone
 
 replace github.com/flotilla-dev/flotilla/services/status => ../../services/status
+
+replace github.com/flotilla-dev/flotilla/platform => ../../platform

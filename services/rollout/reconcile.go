@@ -16,7 +16,7 @@ import (
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/events/bus"
-	"github.com/flotilla-dev/flotilla/events/outbox"
+	"github.com/flotilla-dev/flotilla/platform/outbox"
 	"github.com/flotilla-dev/flotilla/services/rollout/plan"
 	"github.com/flotilla-dev/flotilla/services/rollout/selection"
 	"github.com/flotilla-dev/flotilla/services/rollout/snapshot"

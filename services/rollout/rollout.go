@@ -28,8 +28,8 @@ import (
 
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/bus"
-	"github.com/flotilla-dev/flotilla/events/inbox"
-	"github.com/flotilla-dev/flotilla/events/service"
+	"github.com/flotilla-dev/flotilla/platform/inbox"
+	"github.com/flotilla-dev/flotilla/platform/service"
 )
 
 // Defaults of Config.

@@ -14,8 +14,8 @@ import (
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/events/bus"
-	"github.com/flotilla-dev/flotilla/events/outbox"
-	"github.com/flotilla-dev/flotilla/events/service"
+	"github.com/flotilla-dev/flotilla/platform/outbox"
+	"github.com/flotilla-dev/flotilla/platform/service"
 	"github.com/flotilla-dev/flotilla/services/scheduler/framework"
 	"github.com/flotilla-dev/flotilla/services/scheduler/schedule"
 )

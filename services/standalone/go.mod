@@ -27,6 +27,7 @@ require (
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
 	github.com/emicklei/go-restful/v3 v3.13.0 // indirect
 	github.com/flotilla-dev/flotilla/migrations v0.0.0 // indirect
+	github.com/flotilla-dev/flotilla/platform v0.0.0 // indirect
 	github.com/fxamacker/cbor/v2 v2.9.0 // indirect
 	github.com/go-logr/logr v1.4.3 // indirect
 	github.com/go-openapi/jsonpointer v0.21.0 // indirect
@@ -108,3 +109,5 @@ replace github.com/flotilla-dev/flotilla/services/fleetctl => ../../services/fle
 replace github.com/flotilla-dev/flotilla/e2e => ../../e2e
 
 replace github.com/flotilla-dev/flotilla/harness/containers => ../../harness/containers
+
+replace github.com/flotilla-dev/flotilla/platform => ../../platform

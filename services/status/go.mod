@@ -19,6 +19,7 @@ require (
 	github.com/Masterminds/sprig/v3 v3.3.0 // indirect
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
 	github.com/flotilla-dev/flotilla/migrations v0.0.0 // indirect
+	github.com/flotilla-dev/flotilla/platform v0.0.0
 	github.com/fxamacker/cbor/v2 v2.9.0 // indirect
 	github.com/go-logr/logr v1.4.3 // indirect
 	github.com/google/go-tpm v0.9.8 // indirect
@@ -78,3 +79,5 @@ replace github.com/flotilla-dev/flotilla/services/fleetctl => ../../services/fle
 replace github.com/flotilla-dev/flotilla/services/rollout => ../../services/rollout
 
 replace github.com/flotilla-dev/flotilla/services/standalone => ../../services/standalone
+
+replace github.com/flotilla-dev/flotilla/platform => ../../platform

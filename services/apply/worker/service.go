@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/flotilla-dev/flotilla/events/health"
+	"github.com/flotilla-dev/flotilla/platform/health"
 )
 
 // Options configure the apply service: one worker (Cluster and Kubeconfig) or

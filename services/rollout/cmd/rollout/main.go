@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/flotilla-dev/flotilla/events/service"
+	"github.com/flotilla-dev/flotilla/platform/service"
 	"github.com/flotilla-dev/flotilla/services/rollout"
 )
 

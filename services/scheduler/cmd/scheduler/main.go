@@ -9,7 +9,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/flotilla-dev/flotilla/events/service"
+	"github.com/flotilla-dev/flotilla/platform/service"
 	"github.com/flotilla-dev/flotilla/services/scheduler"
 )
 

@@ -16,9 +16,9 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/flotilla-dev/flotilla/events/bus"
-	"github.com/flotilla-dev/flotilla/events/health"
-	"github.com/flotilla-dev/flotilla/events/outbox"
 	"github.com/flotilla-dev/flotilla/migrations"
+	"github.com/flotilla-dev/flotilla/platform/health"
+	"github.com/flotilla-dev/flotilla/platform/outbox"
 )
 
 // Options configure the connections of a service.
