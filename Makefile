@@ -45,6 +45,6 @@ lint: ## go vet, gofmt and staticcheck on every module
 .PHONY: run
 run: deps kube-bins ## the quick start: every service, embedded NATS, local PostgreSQL, 3 local members
 	@echo "run: building bin/flotilla-standalone and bin/fleetctl (a few minutes the first time, seconds after)"
-	@go build -o bin/flotilla-standalone ./services/standalone
+	@go build -o bin/flotilla-standalone ./services/standalone/cmd/flotilla-standalone
 	@go build -o bin/fleetctl ./services/fleetctl
 	FLOTILLA_KUBE_BIN_DIR=$(KUBE_BINS) bin/flotilla-standalone --local-members 3 --example $(RUN_FLAGS)

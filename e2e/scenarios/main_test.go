@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/flotilla-dev/flotilla/services/standalone/standalone"
+	"github.com/flotilla-dev/flotilla/services/standalone"
 )
 
 // memberCount is how many local member clusters the stack starts: enough for PickN to leave

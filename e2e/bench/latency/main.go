@@ -44,7 +44,7 @@ import (
 	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/harness/kube"
 	"github.com/flotilla-dev/flotilla/services/fleetctl/query"
-	"github.com/flotilla-dev/flotilla/services/standalone/standalone"
+	"github.com/flotilla-dev/flotilla/services/standalone"
 )
 
 // options are the command's flags.

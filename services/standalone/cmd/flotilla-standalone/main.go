@@ -16,7 +16,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/flotilla-dev/flotilla/services/standalone/standalone"
+	"github.com/flotilla-dev/flotilla/services/standalone"
 )
 
 func main() {
