@@ -14,7 +14,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/services/fleetctl/change"
-	"github.com/flotilla-dev/flotilla/services/fleetctl/manifest"
+	"github.com/flotilla-dev/flotilla/services/fleetctl/input"
 )
 
 func examplesDir(t *testing.T) string {
@@ -77,7 +77,7 @@ func TestExamplesAreValid(t *testing.T) {
 			if filepath.Dir(rel) != "." && filepath.Dir(rel) != quickstartDir {
 				return
 			}
-			loaded, problems := manifest.Load([]manifest.Source{{Name: rel, Data: data}})
+			loaded, problems := input.Load([]input.Source{{Name: rel, Data: data}})
 			items, more := change.ForApply(loaded, change.Options{})
 			for _, p := range append(problems, more...) {
 				t.Errorf("fleetctl apply would refuse it: %s", p)

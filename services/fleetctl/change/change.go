@@ -15,8 +15,8 @@ import (
 
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
+	"github.com/flotilla-dev/flotilla/services/fleetctl/input"
 	"github.com/flotilla-dev/flotilla/services/fleetctl/kubeadmiral"
-	"github.com/flotilla-dev/flotilla/services/fleetctl/manifest"
 )
 
 // Change is one event to publish.
@@ -72,16 +72,16 @@ func ObjectName(gvk schema.GroupVersionKind, name string) string {
 }
 
 // ForApply returns what applying docs publishes, in input order, or the
-// problems that prevent it. docs must have passed manifest.Load.
-func ForApply(docs []manifest.Document, opts Options) ([]Item, []manifest.Problem) {
+// problems that prevent it. docs must have passed input.Load.
+func ForApply(docs []input.Document, opts Options) ([]Item, []input.Problem) {
 	var items []Item
-	var problems []manifest.Problem
+	var problems []input.Problem
 	policies := policiesIn(docs)
 	for _, d := range docs {
 		item, errs := applyItem(d, opts, policies)
 		item.Where = d.Where()
 		if len(errs) > 0 {
-			problems = append(problems, manifest.ProblemsAt(d, errs)...)
+			problems = append(problems, input.ProblemsAt(d, errs)...)
 			continue
 		}
 		items = append(items, item)
@@ -89,7 +89,7 @@ func ForApply(docs []manifest.Document, opts Options) ([]Item, []manifest.Proble
 	return items, problems
 }
 
-func applyItem(d manifest.Document, opts Options, policies policySet) (Item, api.ErrorList) {
+func applyItem(d input.Document, opts Options, policies policySet) (Item, api.ErrorList) {
 	gvk := d.Object.GetObjectKind().GroupVersionKind()
 	item := Item{Object: ObjectName(gvk, d.Object.GetName())}
 	switch o := d.Object.(type) {
@@ -232,14 +232,14 @@ func hubEventSubject(gvk schema.GroupVersionKind, namespace, name string) string
 // ForDelete returns what deleting docs publishes: a placement is deleted,
 // a member leaves with leave, a policy's placements are deleted, any other
 // object leaves the hub store. Only names are needed: docs need not validate.
-func ForDelete(docs []manifest.Document, leave events.LeavePolicy, opts Options) ([]Item, []manifest.Problem) {
+func ForDelete(docs []input.Document, leave events.LeavePolicy, opts Options) ([]Item, []input.Problem) {
 	var items []Item
-	var problems []manifest.Problem
+	var problems []input.Problem
 	for _, d := range docs {
 		item, errs := deleteItem(d, leave, opts)
 		item.Where = d.Where()
 		if len(errs) > 0 {
-			problems = append(problems, manifest.ProblemsAt(d, errs)...)
+			problems = append(problems, input.ProblemsAt(d, errs)...)
 			continue
 		}
 		items = append(items, item)
@@ -247,7 +247,7 @@ func ForDelete(docs []manifest.Document, leave events.LeavePolicy, opts Options)
 	return items, problems
 }
 
-func deleteItem(d manifest.Document, leave events.LeavePolicy, opts Options) (Item, api.ErrorList) {
+func deleteItem(d input.Document, leave events.LeavePolicy, opts Options) (Item, api.ErrorList) {
 	gvk := d.Object.GetObjectKind().GroupVersionKind()
 	name := d.Object.GetName()
 	item := Item{Object: ObjectName(gvk, name)}
@@ -330,7 +330,7 @@ func fieldError(field string, err error) api.ErrorList {
 // policySet holds the KubeAdmiral policies of one apply, by label key and name.
 type policySet map[string]kubeadmiral.Policy
 
-func policiesIn(docs []manifest.Document) policySet {
+func policiesIn(docs []input.Document) policySet {
 	set := policySet{}
 	for _, d := range docs {
 		if p, ok := kubeadmiral.PolicyOf(d.Object); ok {

@@ -10,12 +10,12 @@ import (
 
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
-	"github.com/flotilla-dev/flotilla/services/fleetctl/manifest"
+	"github.com/flotilla-dev/flotilla/services/fleetctl/input"
 )
 
-func load(t *testing.T, text string) []manifest.Document {
+func load(t *testing.T, text string) []input.Document {
 	t.Helper()
-	docs, problems := manifest.Load([]manifest.Source{{Name: "in.yaml", Data: []byte(text)}})
+	docs, problems := input.Load([]input.Source{{Name: "in.yaml", Data: []byte(text)}})
 	if len(problems) > 0 {
 		t.Fatalf("problems: %v", problems)
 	}
@@ -173,7 +173,7 @@ status:
 }
 
 func TestForDelete(t *testing.T) {
-	docs, problems := manifest.Decode([]manifest.Source{{Name: "in.yaml", Data: []byte(`apiVersion: v1
+	docs, problems := input.Decode([]input.Source{{Name: "in.yaml", Data: []byte(`apiVersion: v1
 kind: ConfigMap
 metadata: {name: cfg}
 ---

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/flotilla-dev/flotilla/services/fleetctl/change"
-	"github.com/flotilla-dev/flotilla/services/fleetctl/manifest"
+	"github.com/flotilla-dev/flotilla/services/fleetctl/input"
 	"github.com/flotilla-dev/flotilla/services/fleetctl/submit"
 )
 
@@ -70,7 +70,7 @@ nothing ("unchanged").`,
 }
 
 // reportProblems prints every problem and returns the error that ends the command.
-func (a *app) reportProblems(problems []manifest.Problem) error {
+func (a *app) reportProblems(problems []input.Problem) error {
 	sources := map[string]bool{}
 	for _, p := range problems {
 		fmt.Fprintln(a.err, p.String())
@@ -80,16 +80,16 @@ func (a *app) reportProblems(problems []manifest.Problem) error {
 }
 
 func (a *app) apply(ctx context.Context, files fileFlags, dryRun bool) error {
-	sources, err := manifest.Read(files.files, files.recursive, a.in)
+	sources, err := input.Read(files.files, files.recursive, a.in)
 	if err != nil {
 		return err
 	}
-	docs, problems := manifest.Load(sources)
+	docs, problems := input.Load(sources)
 	// Convert the valid documents too, so that every problem is reported
 	// at once, including those only the conversion finds.
-	items, more := change.ForApply(manifest.WithoutProblems(docs, problems), change.Options{Namespace: files.namespace})
+	items, more := change.ForApply(input.WithoutProblems(docs, problems), change.Options{Namespace: files.namespace})
 	if problems = append(problems, more...); len(problems) > 0 {
-		manifest.SortProblems(problems)
+		input.SortProblems(problems)
 		return a.reportProblems(problems)
 	}
 	if len(items) == 0 {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/services/fleetctl/change"
-	"github.com/flotilla-dev/flotilla/services/fleetctl/manifest"
+	"github.com/flotilla-dev/flotilla/services/fleetctl/input"
 )
 
 func (a *app) deleteCommand() *cobra.Command {
@@ -76,12 +76,12 @@ func (a *app) deleteNames(ctx context.Context, r resource, names []string, leave
 }
 
 func (a *app) deleteFiles(ctx context.Context, files fileFlags, leave events.LeavePolicy) error {
-	sources, err := manifest.Read(files.files, files.recursive, a.in)
+	sources, err := input.Read(files.files, files.recursive, a.in)
 	if err != nil {
 		return err
 	}
 	// Deleting needs names only: the objects need not be valid.
-	docs, problems := manifest.Decode(sources)
+	docs, problems := input.Decode(sources)
 	if len(problems) > 0 {
 		return a.reportProblems(problems)
 	}

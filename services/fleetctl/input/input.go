@@ -1,7 +1,7 @@
-// Package manifest reads the files given to fleetctl apply and delete, decodes
+// Package input reads the files given to fleetctl apply and delete, decodes
 // every document in them and checks it, reporting each problem with its file,
 // document and field path.
-package manifest
+package input
 
 import (
 	"errors"
