@@ -1,0 +1,158 @@
+package rollout
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/flotilla-dev/flotilla/events"
+	"github.com/flotilla-dev/flotilla/events/api"
+	"github.com/flotilla-dev/flotilla/events/bus"
+	"github.com/flotilla-dev/flotilla/platform/outbox"
+)
+
+// sendWork enqueues the complete desired state of the placement on a
+// cluster. Its id derives from the cluster, placement, snapshot index,
+// generation and the cluster's send count, so a retried transaction produces
+// the same event while a later re-send (after a tombstone, say) is a new one.
+func (ps *pass) sendWork(ctx context.Context, c *clusterRow) error {
+	p, latest, key, now := ps.p, ps.latest, ps.key, ps.now
+	if ps.manifests == nil {
+		var err error
+		if ps.manifests, err = loadSnapshotManifests(ctx, ps.tx, p.name, latest.index); err != nil {
+			return err
+		}
+	}
+	spec := p.spec
+	c.workSeq++
+	id := events.ID("work", c.cluster, p.name, fmt.Sprint(latest.index), fmt.Sprint(p.generation), fmt.Sprint(c.workSeq))
+	work := events.WorkDesired{
+		Cluster: c.cluster, Placement: p.name, ResourceIndex: latest.index, ResourceHash: latest.hash,
+		Generation: p.generation, Manifests: ps.manifests,
+		ApplyStrategy:            *spec.Strategy.ApplyStrategy,
+		DeleteStrategy:           *spec.Strategy.DeleteStrategy,
+		UnavailablePeriodSeconds: int(unavailablePeriod(spec) / time.Second),
+	}
+	if work.Manifests == nil {
+		work.Manifests = []json.RawMessage{}
+	}
+	subject, err := events.WorkSubject(c.cluster, p.name)
+	if err != nil {
+		return bus.Permanent(err)
+	}
+	ev, err := events.New(events.TypeWorkDesired, ps.r.env.Source, c.cluster+"/"+p.name, id, work)
+	if err != nil {
+		return fmt.Errorf("work for %s on %s: %w", p.name, c.cluster, err)
+	}
+	if err := outbox.Enqueue(ctx, ps.tx, subject, ev); err != nil {
+		return err
+	}
+	if !c.holds() || c.workKey != key {
+		// New content: what was reported for the old work says nothing
+		// about the new.
+		c.report, c.appliedAt, c.keyGeneration = nil, nil, p.generation
+	}
+	c.sent, c.sentIndex, c.sentGeneration, c.workKey, c.sentAt = sentWork, latest.index, p.generation, key, &now
+	ps.r.log.Debug("work sent", "placement", p.name, "cluster", c.cluster, "index", latest.index, "generation", p.generation)
+	return saveCluster(ctx, ps.tx, p.name, c)
+}
+
+// tombstone enqueues the removal of the placement from a cluster.
+func (ps *pass) tombstone(ctx context.Context, c *clusterRow, reason string) error {
+	p, now := ps.p, ps.now
+	ds := deleteStrategyFor(p.spec, ps.gone, c.cluster)
+	c.workSeq++
+	id := events.ID("tombstone", c.cluster, p.name, fmt.Sprint(c.workSeq))
+	subject, err := events.WorkSubject(c.cluster, p.name)
+	if err != nil {
+		return bus.Permanent(err)
+	}
+	ev, err := events.New(events.TypeWorkTombstoned, ps.r.env.Source, c.cluster+"/"+p.name, id, events.WorkTombstoned{
+		Cluster: c.cluster, Placement: p.name, DeleteStrategy: ds, Reason: reason,
+	})
+	if err != nil {
+		return fmt.Errorf("tombstone for %s on %s: %w", p.name, c.cluster, err)
+	}
+	if err := outbox.Enqueue(ctx, ps.tx, subject, ev); err != nil {
+		return err
+	}
+	c.sent, c.sentAt, c.report, c.appliedAt, c.ready = sentTombstone, &now, nil, nil, false
+	c.targetKey, c.targetSince = "", nil
+	ps.r.log.Debug("tombstone sent", "placement", p.name, "cluster", c.cluster, "reason", reason)
+	return saveCluster(ctx, ps.tx, p.name, c)
+}
+
+// reportProgress enqueues RolloutProgressed when it differs from the last
+// one reported. Its id counts the reports, so a progress that returns to an
+// earlier state is still a new event.
+func (ps *pass) reportProgress(ctx context.Context, progress events.RolloutProgressed) error {
+	p := ps.p
+	raw, err := json.Marshal(progress)
+	if err != nil {
+		return fmt.Errorf("progress of %s: %w", p.name, err)
+	}
+	sum := sha256.Sum256(raw)
+	hash := hex.EncodeToString(sum[:])
+	if p.progressHash != nil && *p.progressHash == hash {
+		return nil
+	}
+	p.progressSeq++
+	p.progressHash = &hash
+	subject, err := events.RolloutSubject(p.name)
+	if err != nil {
+		return bus.Permanent(err)
+	}
+	id := events.ID("rollout-progressed", p.name, fmt.Sprint(p.progressSeq))
+	ev, err := events.New(events.TypeRolloutProgressed, ps.r.env.Source, p.name, id, progress)
+	if err != nil {
+		return fmt.Errorf("progress event for %s: %w", p.name, err)
+	}
+	return outbox.Enqueue(ctx, ps.tx, subject, ev)
+}
+
+// removalReason says why a cluster loses the placement.
+func (ps *pass) removalReason(cluster string) string {
+	if _, left := ps.gone[cluster]; left {
+		return fmt.Sprintf("cluster %s left the fleet", cluster)
+	}
+	if ps.p.decision != nil {
+		for _, d := range ps.p.decision.Removed {
+			if d.Cluster == cluster && d.Reason != "" {
+				return d.Reason
+			}
+		}
+	}
+	return "the cluster is no longer scheduled for the placement"
+}
+
+// deleteStrategyFor is the delete strategy of a tombstone: a member that
+// left decides by its leave policy (Keep, the default, abandons the objects
+// as upstream Fleet does; Delete removes them); otherwise the placement's.
+func deleteStrategyFor(spec *api.PlacementSpec, gone map[string]events.LeavePolicy, cluster string) api.DeleteStrategy {
+	if policy, left := gone[cluster]; left {
+		if policy == events.LeaveDelete {
+			return api.DeleteStrategy{PropagationPolicy: api.DeletePropagationPolicyDelete}
+		}
+		return api.DeleteStrategy{PropagationPolicy: api.DeletePropagationPolicyAbandon}
+	}
+	if spec != nil && spec.Strategy.DeleteStrategy != nil && spec.Strategy.DeleteStrategy.PropagationPolicy != "" {
+		return *spec.Strategy.DeleteStrategy
+	}
+	return api.DeleteStrategy{PropagationPolicy: api.DeletePropagationPolicyDelete}
+}
+
+// workKey identifies what a WorkDesired carries apart from the generation:
+// a cluster holding work with the same key needs no update.
+func workKey(index int64, spec *api.PlacementSpec) string {
+	raw, _ := json.Marshal(struct {
+		Index  int64               `json:"index"`
+		Apply  *api.ApplyStrategy  `json:"apply"`
+		Delete *api.DeleteStrategy `json:"delete"`
+		Period time.Duration       `json:"period"`
+	}{index, spec.Strategy.ApplyStrategy, spec.Strategy.DeleteStrategy, unavailablePeriod(spec)})
+	sum := sha256.Sum256(raw)
+	return hex.EncodeToString(sum[:16])
+}

@@ -1,0 +1,102 @@
+package rollout
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/flotilla-dev/flotilla/events"
+	"github.com/flotilla-dev/flotilla/events/api"
+	"github.com/flotilla-dev/flotilla/events/bus"
+	"github.com/flotilla-dev/flotilla/platform/outbox"
+	"github.com/flotilla-dev/flotilla/services/rollout/selection"
+	"github.com/flotilla-dev/flotilla/services/rollout/snapshot"
+)
+
+// evaluateSelection selects the placement's resources and cuts a snapshot
+// when their content differs from the latest one.
+func (ps *pass) evaluateSelection(ctx context.Context) error {
+	p, tx, now := ps.p, ps.tx, ps.now
+	objs, err := selection.Select(ctx, p.spec.ResourceSelectors, hubStore{tx})
+	var invalid *selection.InvalidError
+	if errors.As(err, &invalid) {
+		msg := invalid.Error()
+		p.selectionError = &msg
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("select resources of %s: %w", p.name, err)
+	}
+	p.selectionError = nil
+	content, err := snapshot.Of(objs)
+	if err != nil {
+		return fmt.Errorf("snapshot of %s: %w", p.name, err)
+	}
+	latest, err := loadLatestSnapshot(ctx, tx, p.name)
+	if err != nil {
+		return err
+	}
+	if latest != nil && latest.hash == content.Hash {
+		return nil
+	}
+	index := int64(0)
+	if latest != nil {
+		index = latest.index + 1
+	}
+	id := events.ID("resource-snapshot", p.name, fmt.Sprint(index))
+	resources, err := json.Marshal(content.Resources)
+	if err != nil {
+		return fmt.Errorf("snapshot of %s: %w", p.name, err)
+	}
+	if _, err := tx.Exec(ctx, `
+		insert into resource_snapshots (placement, snapshot_index, content_hash, manifests, selected_resources, generation, event_id, created_at)
+		values ($1, $2, $3, $4, $5, $6, $7, $8)`,
+		p.name, index, content.Hash, content.Manifests, resources, p.generation, id, now); err != nil {
+		return fmt.Errorf("store snapshot %d of %s: %w", index, p.name, err)
+	}
+	if err := pruneSnapshots(ctx, tx, p, now); err != nil {
+		return err
+	}
+	subject, err := events.RolloutSubject(p.name)
+	if err != nil {
+		return bus.Permanent(err)
+	}
+	ev, err := events.New(events.TypeSnapshotCreated, ps.r.env.Source, p.name, id, events.SnapshotCreated{
+		Placement: p.name, Index: index, Hash: content.Hash, SelectedResources: content.Resources,
+	})
+	if err != nil {
+		return fmt.Errorf("snapshot event for %s: %w", p.name, err)
+	}
+	ps.r.log.Info("resource snapshot cut", "placement", p.name, "index", index, "hash", content.Hash, "resources", len(content.Resources))
+	return outbox.Enqueue(ctx, tx, subject, ev)
+}
+
+// pruneSnapshots drops the manifests of all but the newest
+// revisionHistoryLimit snapshots; their index and hash stay for audit.
+func pruneSnapshots(ctx context.Context, tx pgx.Tx, p *placementRow, now time.Time) error {
+	limit := int(api.DefaultRevisionHistoryLimit)
+	if p.spec.RevisionHistoryLimit != nil {
+		limit = int(*p.spec.RevisionHistoryLimit)
+	}
+	rows, err := tx.Query(ctx, `select snapshot_index::bigint from resource_snapshots where placement = $1 and manifests is not null`, p.name)
+	if err != nil {
+		return fmt.Errorf("list snapshots of %s: %w", p.name, err)
+	}
+	indexes, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return fmt.Errorf("list snapshots of %s: %w", p.name, err)
+	}
+	drop := snapshot.Pruned(indexes, limit)
+	if len(drop) == 0 {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `update resource_snapshots set manifests = null, pruned_at = $3
+		where placement = $1 and snapshot_index = any($2)`, p.name, drop, now); err != nil {
+		return fmt.Errorf("prune snapshots of %s: %w", p.name, err)
+	}
+	return nil
+}
