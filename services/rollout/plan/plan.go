@@ -71,23 +71,48 @@ type Plan struct {
 // Decide plans one step of the rollout. It is deterministic: clusters are
 // considered in name order.
 func Decide(in Input) (Plan, error) {
-	p := Plan{Waiting: map[string]string{}}
-	target := max(in.Target, 0)
-	var err error
-	if !in.Strategy.External {
-		p.MaxUnavailable, err = scaled(in.Strategy.MaxUnavailable, target, "maxUnavailable")
-		if err != nil {
+	d := decision{Plan: Plan{Waiting: map[string]string{}}, target: max(in.Target, 0), external: in.Strategy.External}
+	if !d.external {
+		var err error
+		if d.MaxUnavailable, err = scaled(in.Strategy.MaxUnavailable, d.target, "maxUnavailable"); err != nil {
 			return Plan{}, err
 		}
-		p.MaxSurge, err = scaled(in.Strategy.MaxSurge, target, "maxSurge")
-		if err != nil {
+		if d.MaxSurge, err = scaled(in.Strategy.MaxSurge, d.target, "maxSurge"); err != nil {
 			return Plan{}, err
 		}
 	}
-	clusters := slices.Clone(in.Clusters)
-	slices.SortFunc(clusters, func(a, b Cluster) int { return strings.Compare(a.Name, b.Name) })
+	d.clusters = slices.Clone(in.Clusters)
+	slices.SortFunc(d.clusters, func(a, b Cluster) int { return strings.Compare(a.Name, b.Name) })
 
-	scheduled, holders, available := 0, 0, 0
+	scheduled, holders, available := tally(d.clusters)
+	// The availability floor. A target the scheduler could not fill (PickN
+	// or PickFixed with too few clusters) counts only the clusters it has:
+	// otherwise a placement short of clusters could never update.
+	minAvailable := max(0, min(d.target, scheduled)-d.MaxUnavailable)
+	d.budget = available - minAvailable
+	// Removals first: they free surge slots for additions.
+	d.remove()
+	blocked := d.update()
+	d.add(holders)
+	if len(blocked) > 0 {
+		d.explainBlocked(blocked)
+	}
+	return d.Plan, nil
+}
+
+// decision is a Decide in progress: the plan so far and the budget of
+// clusters that may still become unavailable.
+type decision struct {
+	Plan
+	clusters []Cluster // in name order
+	target   int
+	external bool
+	budget   int
+}
+
+// tally counts the scheduled clusters, the holders and the holders that are
+// available.
+func tally(clusters []Cluster) (scheduled, holders, available int) {
 	for _, c := range clusters {
 		if c.Scheduled {
 			scheduled++
@@ -99,84 +124,90 @@ func Decide(in Input) (Plan, error) {
 			}
 		}
 	}
-	// The availability floor. A target the scheduler could not fill (PickN
-	// or PickFixed with too few clusters) counts only the clusters it has:
-	// otherwise a placement short of clusters could never update.
-	minAvailable := max(0, min(target, scheduled)-p.MaxUnavailable)
-	budget := available - minAvailable
-	// Removals first: they free surge slots for additions.
-	for _, c := range clusters {
+	return scheduled, holders, available
+}
+
+// remove plans the tombstones of holders that are no longer scheduled.
+func (d *decision) remove() {
+	for _, c := range d.clusters {
 		if c.Scheduled || !c.Holds {
 			continue
 		}
 		switch {
 		case c.Gone || !c.Ready:
-			p.Remove = append(p.Remove, c.Name) // already unavailable: free
-		case budget > 0:
-			budget--
-			p.Remove = append(p.Remove, c.Name)
+			d.Remove = append(d.Remove, c.Name) // already unavailable: free
+		case d.budget > 0:
+			d.budget--
+			d.Remove = append(d.Remove, c.Name)
 		default:
-			p.Waiting[c.Name] = fmt.Sprintf("removal waits until the placement is available elsewhere (maxUnavailable %d of %d cluster(s))",
-				p.MaxUnavailable, target)
+			d.Waiting[c.Name] = fmt.Sprintf("removal waits until the placement is available elsewhere (maxUnavailable %d of %d cluster(s))",
+				d.MaxUnavailable, d.target)
 		}
 	}
+}
 
-	// In-place updates of scheduled holders.
-	var blocked []string
-	for _, c := range clusters {
+// update plans the in-place updates of scheduled holders and returns those
+// the budget blocks.
+func (d *decision) update() (blocked []string) {
+	for _, c := range d.clusters {
 		if !c.Scheduled || !c.Holds || c.Current {
 			continue
 		}
 		switch {
-		case in.Strategy.External:
-			p.Waiting[c.Name] = externalMessage
+		case d.external:
+			d.Waiting[c.Name] = externalMessage
 		case c.Failed || !c.Ready:
 			// Failed or otherwise unavailable already: updating it takes
 			// nothing more away.
-			p.Update = append(p.Update, c.Name)
-		case budget > 0:
-			budget--
-			p.Update = append(p.Update, c.Name)
+			d.Update = append(d.Update, c.Name)
+		case d.budget > 0:
+			d.budget--
+			d.Update = append(d.Update, c.Name)
 		default:
 			blocked = append(blocked, c.Name)
 		}
 	}
-	// Additions, within the surge bound.
-	slots := target + p.MaxSurge - (holders - len(p.Remove))
-	for _, c := range clusters {
+	return blocked
+}
+
+// add plans the additions of scheduled clusters, within the surge bound.
+func (d *decision) add(holders int) {
+	slots := d.target + d.MaxSurge - (holders - len(d.Remove))
+	for _, c := range d.clusters {
 		if !c.Scheduled || c.Holds {
 			continue
 		}
 		switch {
-		case in.Strategy.External:
-			p.Waiting[c.Name] = externalMessage
+		case d.external:
+			d.Waiting[c.Name] = externalMessage
 		case slots > 0:
 			slots--
-			p.Add = append(p.Add, c.Name)
+			d.Add = append(d.Add, c.Name)
 		default:
-			p.Waiting[c.Name] = fmt.Sprintf("waiting for clusters the placement is leaving to be cleaned up: maxSurge %d allows at most %d cluster(s) to hold the placement and %d do",
-				p.MaxSurge, target+p.MaxSurge, holders-len(p.Remove)+len(p.Add))
+			d.Waiting[c.Name] = fmt.Sprintf("waiting for clusters the placement is leaving to be cleaned up: maxSurge %d allows at most %d cluster(s) to hold the placement and %d do",
+				d.MaxSurge, d.target+d.MaxSurge, holders-len(d.Remove)+len(d.Add))
 		}
 	}
-	if len(blocked) > 0 {
-		// Name the clusters whose availability the budget waits for: the
-		// scheduled ones that are not ready, including those started now.
-		updated := map[string]bool{}
-		for _, n := range p.Update {
-			updated[n] = true
-		}
-		var unready []string
-		for _, c := range clusters {
-			_, waits := p.Waiting[c.Name]
-			if c.Scheduled && !c.Gone && !waits && !slices.Contains(blocked, c.Name) && (!c.Holds || !c.Ready || updated[c.Name]) {
-				unready = append(unready, c.Name)
-			}
-		}
-		for _, name := range blocked {
-			p.Waiting[name] = budgetMessage(unready, p.MaxUnavailable, target)
+}
+
+// explainBlocked names, for each update the budget blocks, the clusters
+// whose availability the budget waits for: the scheduled ones that are not
+// ready, including those started now.
+func (d *decision) explainBlocked(blocked []string) {
+	updated := map[string]bool{}
+	for _, n := range d.Update {
+		updated[n] = true
+	}
+	var unready []string
+	for _, c := range d.clusters {
+		_, waits := d.Waiting[c.Name]
+		if c.Scheduled && !c.Gone && !waits && !slices.Contains(blocked, c.Name) && (!c.Holds || !c.Ready || updated[c.Name]) {
+			unready = append(unready, c.Name)
 		}
 	}
-	return p, nil
+	for _, name := range blocked {
+		d.Waiting[name] = budgetMessage(unready, d.MaxUnavailable, d.target)
+	}
 }
 
 const externalMessage = "the rollout strategy type is External: resources are not rolled out automatically; an external rollout must update this cluster"
