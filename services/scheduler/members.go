@@ -1,0 +1,240 @@
+package scheduler
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/flotilla-dev/flotilla/events"
+	"github.com/flotilla-dev/flotilla/events/api"
+	"github.com/flotilla-dev/flotilla/events/bus"
+	"github.com/flotilla-dev/flotilla/services/scheduler/framework"
+	"github.com/flotilla-dev/flotilla/services/scheduler/schedule"
+)
+
+// member is what the scheduler knows of one member cluster.
+type member struct {
+	mc        api.MemberCluster
+	joined    bool
+	joinedAt  time.Time
+	heartbeat time.Time
+}
+
+// load reads the members from PostgreSQL.
+func (s *Scheduler) load(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return pgx.BeginFunc(ctx, s.env.Pool, func(tx pgx.Tx) error { return s.syncMembers(ctx, tx, false) })
+}
+
+// syncMembers reloads the members when another replica (or a rolled-back
+// transaction) changed them since this one last looked. It locks the fleet
+// version row until commit: shared for a placement decision, exclusive for a
+// member change. So a decision never uses a member set that a concurrent
+// member change is about to replace, and that change's re-decision of every
+// placement sees placements committed before it.
+func (s *Scheduler) syncMembers(ctx context.Context, tx pgx.Tx, exclusive bool) error {
+	lock := "share"
+	if exclusive {
+		lock = "update"
+	}
+	var version int64
+	if err := tx.QueryRow(ctx, `select version from fleet_version for `+lock).Scan(&version); err != nil {
+		return fmt.Errorf("read fleet version: %w", err)
+	}
+	if version == s.fleetVersion {
+		return nil
+	}
+	rows, err := tx.Query(ctx, `select name, spec, state = 'joined', joined_at, heartbeat_at from member_clusters`)
+	if err != nil {
+		return fmt.Errorf("load members: %w", err)
+	}
+	members := map[string]*member{}
+	for rows.Next() {
+		var (
+			name string
+			spec []byte
+			m    member
+			hb   *time.Time
+		)
+		if err := rows.Scan(&name, &spec, &m.joined, &m.joinedAt, &hb); err != nil {
+			return fmt.Errorf("load members: %w", err)
+		}
+		if err := json.Unmarshal(spec, &m.mc); err != nil {
+			return fmt.Errorf("load member %s: %w", name, err)
+		}
+		if hb != nil {
+			m.heartbeat = *hb
+		}
+		members[name] = &m
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("load members: %w", err)
+	}
+	s.members, s.set, s.fleetVersion = members, nil, version
+	return nil
+}
+
+// bumpFleet records a change to the member set that matters to scheduling.
+func (s *Scheduler) bumpFleet(ctx context.Context, tx pgx.Tx) error {
+	err := tx.QueryRow(ctx, `update fleet_version set version = version + 1 returning version`).Scan(&s.fleetVersion)
+	if err != nil {
+		return fmt.Errorf("bump fleet version: %w", err)
+	}
+	return nil
+}
+
+// memberSet builds the scheduler's view of the members after a reload.
+func (s *Scheduler) memberSet() (*framework.MemberSet, error) {
+	if s.set != nil {
+		return s.set, nil
+	}
+	list := make([]*framework.Member, 0, len(s.members))
+	for _, m := range s.members {
+		fm, err := m.framework()
+		if err != nil {
+			return nil, err
+		}
+		list = append(list, fm)
+	}
+	s.set = framework.NewMemberSet(list...)
+	return s.set, nil
+}
+
+// refresh puts one changed member into the built member set, which is cheap
+// compared with rebuilding the set of thousands.
+func (s *Scheduler) refresh(m *member) error {
+	s.members[m.mc.Name] = m
+	if s.set == nil {
+		return nil
+	}
+	fm, err := m.framework()
+	if err != nil {
+		return err
+	}
+	s.set = s.set.With(fm)
+	return nil
+}
+
+// framework converts a member for the scheduling plugins.
+func (m *member) framework() (*framework.Member, error) {
+	spec := schedule.MemberSpecFrom(&m.mc)
+	spec.Joined = m.joined
+	// Joining is a sign of life: a member counts as heard from when it joins.
+	spec.LastHeartbeat = m.heartbeat
+	if m.joinedAt.After(spec.LastHeartbeat) {
+		spec.LastHeartbeat = m.joinedAt
+	}
+	fm, err := framework.NewMember(spec)
+	if err != nil {
+		return nil, fmt.Errorf("member %s: %w", m.mc.Name, err)
+	}
+	return fm, nil
+}
+
+func (s *Scheduler) upsertMember(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, mc *api.MemberCluster, join bool) error {
+	api.Default(mc)
+	if errs := api.ValidateMemberCluster(mc); len(errs) > 0 {
+		return bus.Permanent(fmt.Errorf("member %s: %w", mc.Name, errs))
+	}
+	prev := s.members[mc.Name]
+	if prev != nil {
+		// Properties come from heartbeats; an update of labels keeps them.
+		mc.Status = prev.mc.Status
+	}
+	spec, _ := json.Marshal(mc)
+	labels, _ := json.Marshal(mc.Labels)
+	taints, _ := json.Marshal(mc.Spec.Taints)
+	state := "joined"
+	if !join && prev != nil && !prev.joined {
+		state = "left" // an update does not bring a departed member back
+	}
+	var joinedAt time.Time
+	err := tx.QueryRow(ctx, `
+		insert into member_clusters (name, spec, labels, taints, state)
+		values ($1, $2, $3, $4, $5)
+		on conflict (name) do update set spec = excluded.spec, labels = excluded.labels,
+			taints = excluded.taints, state = excluded.state,
+			joined_at = case when member_clusters.state = 'left' and excluded.state = 'joined' then now() else member_clusters.joined_at end,
+			left_at = case when excluded.state = 'joined' then null else member_clusters.left_at end,
+			updated_at = now()
+		returning joined_at`, mc.Name, spec, labels, taints, state).Scan(&joinedAt)
+	if err != nil {
+		return fmt.Errorf("store member %s: %w", mc.Name, err)
+	}
+	m := &member{mc: *mc, joined: state == "joined", joinedAt: joinedAt}
+	if prev != nil {
+		m.heartbeat = prev.heartbeat
+	}
+	if err := s.refresh(m); err != nil {
+		return bus.Permanent(err)
+	}
+	if err := s.bumpFleet(ctx, tx); err != nil {
+		return err
+	}
+	return s.rescheduleAll(ctx, tx, ev)
+}
+
+func (s *Scheduler) leaveMember(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, name string) error {
+	m := s.members[name]
+	if m == nil || !m.joined {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `update member_clusters set state = 'left', left_at = now(), updated_at = now() where name = $1`, name); err != nil {
+		return fmt.Errorf("store member %s leaving: %w", name, err)
+	}
+	left := *m
+	left.joined = false
+	if err := s.refresh(&left); err != nil {
+		return err
+	}
+	if err := s.bumpFleet(ctx, tx); err != nil {
+		return err
+	}
+	return s.rescheduleAll(ctx, tx, ev)
+}
+
+// heartbeat records a member's properties and liveness. It reschedules only
+// when something a decision depends on changed: the properties, or the member
+// coming back after missed heartbeats.
+func (s *Scheduler) heartbeat(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, hb *events.MemberHeartbeat) (bool, error) {
+	m := s.members[hb.Name]
+	if m == nil {
+		s.env.Log.Warn("heartbeat from a cluster that has not joined; ignored", "cluster", hb.Name)
+		return false, nil
+	}
+	now := s.now()
+	period := time.Duration(m.mc.Spec.HeartbeatPeriodSeconds) * time.Second
+	wasStale := m.heartbeat.IsZero() || now.Sub(m.heartbeat) > framework.MissedHeartbeats*period
+	status := m.mc.Status
+	status.Properties = hb.Properties
+	status.ResourceUsage = hb.ResourceUsage
+	oldProps, _ := json.Marshal(schedule.MemberSpecFrom(&m.mc).Properties)
+	next := m.mc
+	next.Status = status
+	newProps, _ := json.Marshal(schedule.MemberSpecFrom(&next).Properties)
+	changed := string(oldProps) != string(newProps) || (wasStale && !m.heartbeat.IsZero())
+
+	spec, _ := json.Marshal(next)
+	props, _ := json.Marshal(hb.Properties)
+	if _, err := tx.Exec(ctx, `update member_clusters set spec = $2, properties = $3, heartbeat_at = $4, updated_at = now() where name = $1`,
+		hb.Name, spec, props, hb.ObservedAt); err != nil {
+		return false, fmt.Errorf("store heartbeat of %s: %w", hb.Name, err)
+	}
+	beat := *m
+	beat.mc, beat.heartbeat = next, hb.ObservedAt
+	if err := s.refresh(&beat); err != nil {
+		return false, bus.Permanent(err)
+	}
+	if !changed {
+		return false, nil
+	}
+	if err := s.bumpFleet(ctx, tx); err != nil {
+		return true, err
+	}
+	return true, s.rescheduleAll(ctx, tx, ev)
+}

@@ -1,0 +1,114 @@
+package scheduler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/flotilla-dev/flotilla/events"
+	"github.com/flotilla-dev/flotilla/events/api"
+	"github.com/flotilla-dev/flotilla/events/bus"
+	"github.com/flotilla-dev/flotilla/services/scheduler/framework"
+	"github.com/flotilla-dev/flotilla/services/scheduler/schedule"
+)
+
+// placementRow is a placement as stored.
+type placementRow struct {
+	name             string
+	spec             api.PlacementSpec
+	generation       int64
+	policyGeneration int64
+}
+
+func (s *Scheduler) upsertPlacement(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, p *events.PlacementUpserted) error {
+	crp := p.Placement
+	api.SetDefaults(&crp)
+	if errs := api.ValidatePlacement(&crp); len(errs) > 0 {
+		return bus.Permanent(fmt.Errorf("placement %s: %w", crp.Name, errs))
+	}
+	var oldType *string
+	_ = tx.QueryRow(ctx, `select spec->'policy'->>'placementType' from placements where name = $1 and not deleted`, crp.Name).Scan(&oldType)
+	if oldType != nil && *oldType != string(crp.Spec.EffectivePlacementType()) {
+		return bus.Permanent(fmt.Errorf("placement %s: spec.policy.placementType: is immutable (was %s, now %s)",
+			crp.Name, *oldType, crp.Spec.EffectivePlacementType()))
+	}
+	spec, err := json.Marshal(crp.Spec)
+	if err != nil {
+		return bus.Permanent(fmt.Errorf("placement %s: %w", crp.Name, err))
+	}
+	row := placementRow{name: crp.Name, spec: crp.Spec}
+	// The upsert holds the placement's row lock until commit: decisions for
+	// one placement are serialised across replicas.
+	err = tx.QueryRow(ctx, `
+		insert into placements (name, spec) values ($1, $2)
+		on conflict (name) do update set
+			spec = excluded.spec,
+			generation = placements.generation + case when placements.spec = excluded.spec and not placements.deleted then 0 else 1 end,
+			policy_generation = placements.policy_generation + case when placements.spec->'policy' is distinct from excluded.spec->'policy' or placements.deleted then 1 else 0 end,
+			deleted = false, deleted_at = null, updated_at = now()
+		returning generation, policy_generation`, crp.Name, spec).Scan(&row.generation, &row.policyGeneration)
+	if err != nil {
+		return fmt.Errorf("store placement %s: %w", crp.Name, err)
+	}
+	return s.decide(ctx, tx, ev, row)
+}
+
+func (s *Scheduler) deletePlacement(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, name string) error {
+	var generation, policyGeneration int64
+	err := tx.QueryRow(ctx, `update placements set deleted = true, deleted_at = now(), updated_at = now()
+		where name = $1 and not deleted returning generation, policy_generation`, name).Scan(&generation, &policyGeneration)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("delete placement %s: %w", name, err)
+	}
+	prev, err := s.binding(ctx, tx, name)
+	if err != nil || prev == nil {
+		return err
+	}
+	d := &schedule.Decision{PolicyKey: prev.PolicyKey, Type: prev.Type}
+	for _, c := range prev.Chosen {
+		d.Removed = append(d.Removed, schedule.Unchosen{Cluster: c.Cluster,
+			Reason: framework.Reason{Code: "PlacementDeleted", Message: "the placement was deleted"}})
+	}
+	if _, err := tx.Exec(ctx, `delete from scheduler_bindings where placement = $1`, name); err != nil {
+		return fmt.Errorf("delete binding of %s: %w", name, err)
+	}
+	return s.record(ctx, tx, ev, placementRow{name: name, generation: generation, policyGeneration: policyGeneration}, d, false)
+}
+
+// rescheduleAll re-decides every placement after a change to the members.
+// Rows are locked in name order, so concurrent replicas cannot deadlock.
+func (s *Scheduler) rescheduleAll(ctx context.Context, tx pgx.Tx, ev cloudevents.Event) error {
+	rows, err := tx.Query(ctx, `select name, spec, generation, policy_generation from placements
+		where not deleted order by name for update`)
+	if err != nil {
+		return fmt.Errorf("list placements: %w", err)
+	}
+	var list []placementRow
+	for rows.Next() {
+		var r placementRow
+		var spec []byte
+		if err := rows.Scan(&r.name, &spec, &r.generation, &r.policyGeneration); err != nil {
+			return fmt.Errorf("list placements: %w", err)
+		}
+		if err := json.Unmarshal(spec, &r.spec); err != nil {
+			return fmt.Errorf("placement %s: %w", r.name, err)
+		}
+		list = append(list, r)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("list placements: %w", err)
+	}
+	for _, r := range list {
+		if err := s.decide(ctx, tx, ev, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
