@@ -29,24 +29,54 @@ func (TopologySpread) Spreader(c *framework.Cycle, placed, candidates []*framewo
 	if c.Policy.Type != framework.PickN || len(cons) == 0 {
 		return nil
 	}
-	k := len(cons)
-	n := len(placed) + len(candidates)
-	member := func(i int) *framework.Member {
-		if i < len(placed) {
-			return placed[i]
-		}
-		return candidates[i-len(placed)]
+	members := inPlay{placed: placed, candidates: candidates}
+	s := &spreader{cons: cons, k: len(cons), counts: make([]domainCounts, len(cons))}
+	doms, radix := s.domains(c.Members, members)
+	groupOf := s.group(doms, radix)
+	s.groupByMember = make([]int32, c.Members.Len())
+	for i := range s.groupByMember {
+		s.groupByMember[i] = -1
 	}
+	for i := range members.len() {
+		s.groupByMember[members.at(i).Index()] = groupOf[i]
+	}
+	for ci := range s.counts {
+		s.counts[ci].recount()
+	}
+	for i := range placed {
+		s.Place(int(groupOf[i]))
+	}
+	return s
+}
 
-	// Domains of every member, per constraint; -1 when the member lacks the
-	// key. Domain ids are dense over the members in play, so that a domain
-	// whose clusters are all out of the running does not count as empty.
-	doms := make([]int32, n*k)
-	s := &spreader{cons: cons, k: k, counts: make([]domainCounts, k)}
-	radix := make([]int, k)
-	for ci := range cons {
-		key := cons[ci].TopologyKey
-		col := c.Members.Label(key)
+// inPlay is the members a spreader considers: the placed ones, then the
+// candidates, without copying either.
+type inPlay struct {
+	placed, candidates []*framework.Member
+}
+
+func (m inPlay) len() int { return len(m.placed) + len(m.candidates) }
+
+func (m inPlay) at(i int) *framework.Member {
+	if i < len(m.placed) {
+		return m.placed[i]
+	}
+	return m.candidates[i-len(m.placed)]
+}
+
+// domains returns the domain of every member in play, per constraint (k per
+// member); -1 when the member lacks the key. Domain ids are dense over the
+// members in play, so that a domain whose clusters are all out of the running
+// does not count as empty. radix is each constraint's number of domains plus
+// one, for the members without the key. It also sets up each constraint's
+// domain counts.
+func (s *spreader) domains(set *framework.MemberSet, members inPlay) (doms []int32, radix []int) {
+	k, n := s.k, members.len()
+	doms = make([]int32, n*k)
+	radix = make([]int, k)
+	for ci := range s.cons {
+		key := s.cons[ci].TopologyKey
+		col := set.Label(key)
 		var dense []int32
 		if col != nil {
 			dense = make([]int32, len(col.Values()))
@@ -58,7 +88,7 @@ func (TopologySpread) Spreader(c *framework.Cycle, placed, candidates []*framewo
 		for i := range n {
 			id := int32(-1)
 			if col != nil {
-				id = col.ID(member(i).Index())
+				id = col.ID(members.at(i).Index())
 			}
 			if id < 0 {
 				doms[i*k+ci] = -1
@@ -75,18 +105,19 @@ func (TopologySpread) Spreader(c *framework.Cycle, placed, candidates []*framewo
 			n: make([]int32, domains),
 			violation: framework.Reason{Code: framework.ReasonTopologySpread, Message: fmt.Sprintf(
 				"placing the resources on the cluster would violate topology spread constraint %q (max skew %d)",
-				key, cons[ci].MaxSkew)},
+				key, s.cons[ci].MaxSkew)},
 		}
 	}
+	return doms, radix
+}
 
-	// Members sitting in the same domains for every constraint form a group;
-	// group ids are dense, numbered as combinations appear.
+// group returns the group of every member in play: members sitting in the
+// same domains for every constraint form a group; group ids are dense,
+// numbered as combinations appear. The combination is a number when the
+// domains are few enough to index a slice, a string key otherwise.
+func (s *spreader) group(doms []int32, radix []int) []int32 {
+	k, n := s.k, len(doms)/s.k
 	groupOf := make([]int32, n)
-	addGroup := func(i int) int32 {
-		s.groupDoms = append(s.groupDoms, doms[i*k:(i+1)*k]...)
-		s.groups++
-		return int32(s.groups - 1)
-	}
 	if combos, ok := product(radix, 1<<16); ok {
 		seen := make([]int32, combos)
 		for i := range seen {
@@ -99,40 +130,34 @@ func (TopologySpread) Spreader(c *framework.Cycle, placed, candidates []*framewo
 				stride *= radix[ci]
 			}
 			if seen[key] < 0 {
-				seen[key] = addGroup(i)
+				seen[key] = s.addGroup(doms[i*k : (i+1)*k])
 			}
 			groupOf[i] = seen[key]
 		}
-	} else {
-		seen := make(map[string]int32)
-		key := make([]byte, 4*k)
-		for i := range n {
-			for ci := range k {
-				d := uint32(doms[i*k+ci])
-				key[4*ci], key[4*ci+1], key[4*ci+2], key[4*ci+3] = byte(d), byte(d>>8), byte(d>>16), byte(d>>24)
-			}
-			g, ok := seen[string(key)] // no allocation for the lookup
-			if !ok {
-				g = addGroup(i)
-				seen[string(key)] = g
-			}
-			groupOf[i] = g
-		}
+		return groupOf
 	}
-	s.groupByMember = make([]int32, c.Members.Len())
-	for i := range s.groupByMember {
-		s.groupByMember[i] = -1
-	}
+	seen := make(map[string]int32)
+	key := make([]byte, 4*k)
 	for i := range n {
-		s.groupByMember[member(i).Index()] = groupOf[i]
+		for ci := range k {
+			d := uint32(doms[i*k+ci])
+			key[4*ci], key[4*ci+1], key[4*ci+2], key[4*ci+3] = byte(d), byte(d>>8), byte(d>>16), byte(d>>24)
+		}
+		g, ok := seen[string(key)] // no allocation for the lookup
+		if !ok {
+			g = s.addGroup(doms[i*k : (i+1)*k])
+			seen[string(key)] = g
+		}
+		groupOf[i] = g
 	}
-	for ci := range s.counts {
-		s.counts[ci].recount()
-	}
-	for i := range placed {
-		s.Place(int(groupOf[i]))
-	}
-	return s
+	return groupOf
+}
+
+// addGroup adds a group sitting in the given domains (one per constraint).
+func (s *spreader) addGroup(doms []int32) int32 {
+	s.groupDoms = append(s.groupDoms, doms...)
+	s.groups++
+	return int32(s.groups - 1)
 }
 
 type spreader struct {
