@@ -26,122 +26,152 @@ func CompilePolicy(p *api.PlacementPolicy) (*framework.Policy, error) {
 	if out.Type == "" {
 		out.Type = framework.PickAll
 	}
-	var errs []error
-	bad := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("policy.%s: %s", field, fmt.Sprintf(format, args...)))
+	c := &policyCompiler{out: out}
+	c.placementType(p)
+	if p.Affinity != nil && p.Affinity.ClusterAffinity != nil {
+		c.affinity(p.Affinity.ClusterAffinity)
 	}
+	c.spread(p.TopologySpreadConstraints)
+	c.tolerations(p.Tolerations)
+	if len(c.errs) > 0 {
+		return nil, fmt.Errorf("compile scheduling policy: %w", errors.Join(c.errs...))
+	}
+	return out, nil
+}
 
+// policyCompiler fills a compiled policy and collects every problem found on
+// the way.
+type policyCompiler struct {
+	out  *framework.Policy
+	errs []error
+}
+
+func (c *policyCompiler) bad(field, format string, args ...any) {
+	c.errs = append(c.errs, fmt.Errorf("policy.%s: %s", field, fmt.Sprintf(format, args...)))
+}
+
+// placementType checks the placement type and the fields only some types
+// take.
+func (c *policyCompiler) placementType(p *api.PlacementPolicy) {
+	out := c.out
 	switch out.Type {
 	case framework.PickAll, framework.PickFixed, framework.PickN:
 	default:
-		bad("placementType", "unknown placement type %q (want PickAll, PickFixed or PickN)", p.PlacementType)
+		c.bad("placementType", "unknown placement type %q (want PickAll, PickFixed or PickN)", p.PlacementType)
 	}
 	if p.NumberOfClusters != nil {
 		switch {
 		case out.Type != framework.PickN:
-			bad("numberOfClusters", "only PickN takes a number of clusters")
+			c.bad("numberOfClusters", "only PickN takes a number of clusters")
 		case *p.NumberOfClusters < 0:
-			bad("numberOfClusters", "must not be negative, got %d", *p.NumberOfClusters)
+			c.bad("numberOfClusters", "must not be negative, got %d", *p.NumberOfClusters)
 		default:
 			out.NumberOfClusters = int(*p.NumberOfClusters)
 		}
 	} else if out.Type == framework.PickN {
-		bad("numberOfClusters", "PickN needs a number of clusters")
+		c.bad("numberOfClusters", "PickN needs a number of clusters")
 	}
 	if len(p.ClusterNames) > 0 && out.Type != framework.PickFixed {
-		bad("clusterNames", "only PickFixed takes cluster names")
+		c.bad("clusterNames", "only PickFixed takes cluster names")
 	}
 	if out.Type == framework.PickFixed {
 		out.ClusterNames = slices.Compact(slices.Sorted(slices.Values(p.ClusterNames)))
 	}
 	if len(p.TopologySpreadConstraints) > 0 && out.Type != framework.PickN {
-		bad("topologySpreadConstraints", "only PickN takes topology spread constraints")
+		c.bad("topologySpreadConstraints", "only PickN takes topology spread constraints")
 	}
+}
 
-	if p.Affinity != nil && p.Affinity.ClusterAffinity != nil {
-		ca := p.Affinity.ClusterAffinity
-		if out.Type == framework.PickFixed {
-			bad("affinity", "PickFixed takes no affinity")
-		}
-		if req := ca.RequiredDuringSchedulingIgnoredDuringExecution; req != nil {
-			for i := range req.ClusterSelectorTerms {
-				field := fmt.Sprintf("affinity.clusterAffinity.requiredDuringSchedulingIgnoredDuringExecution.clusterSelectorTerms[%d]", i)
-				t := &req.ClusterSelectorTerms[i]
-				if t.PropertySorter != nil {
-					bad(field+".propertySorter", "a required term cannot sort")
-				}
-				term, err := compileTerm(t)
-				if err != nil {
-					bad(field, "%v", err)
-					continue
-				}
-				out.Required = append(out.Required, term)
+// affinity compiles the required and preferred cluster selector terms.
+func (c *policyCompiler) affinity(ca *api.ClusterAffinity) {
+	if c.out.Type == framework.PickFixed {
+		c.bad("affinity", "PickFixed takes no affinity")
+	}
+	if req := ca.RequiredDuringSchedulingIgnoredDuringExecution; req != nil {
+		for i := range req.ClusterSelectorTerms {
+			field := fmt.Sprintf("affinity.clusterAffinity.requiredDuringSchedulingIgnoredDuringExecution.clusterSelectorTerms[%d]", i)
+			t := &req.ClusterSelectorTerms[i]
+			if t.PropertySorter != nil {
+				c.bad(field+".propertySorter", "a required term cannot sort")
 			}
-		}
-		for i := range ca.PreferredDuringSchedulingIgnoredDuringExecution {
-			field := fmt.Sprintf("affinity.clusterAffinity.preferredDuringSchedulingIgnoredDuringExecution[%d]", i)
-			pref := &ca.PreferredDuringSchedulingIgnoredDuringExecution[i]
-			if pref.Weight < -100 || pref.Weight > 100 {
-				bad(field+".weight", "must be within [-100, 100], got %d", pref.Weight)
-			}
-			term, err := compileTerm(&pref.Preference)
+			term, err := compileTerm(t)
 			if err != nil {
-				bad(field+".preference", "%v", err)
+				c.bad(field, "%v", err)
 				continue
 			}
-			cp := framework.Preference{Weight: pref.Weight, Term: term}
-			if s := pref.Preference.PropertySorter; s != nil {
-				order := framework.SortOrder(s.SortOrder)
-				if order != framework.Ascending && order != framework.Descending {
-					bad(field+".preference.propertySorter.sortOrder", "unknown sort order %q (want Ascending or Descending)", s.SortOrder)
-				}
-				cp.Sorter = &framework.PropertySorter{Name: s.Name, Order: order}
-			}
-			out.Preferred = append(out.Preferred, cp)
+			c.out.Required = append(c.out.Required, term)
 		}
 	}
+	for i := range ca.PreferredDuringSchedulingIgnoredDuringExecution {
+		field := fmt.Sprintf("affinity.clusterAffinity.preferredDuringSchedulingIgnoredDuringExecution[%d]", i)
+		c.preferred(field, &ca.PreferredDuringSchedulingIgnoredDuringExecution[i])
+	}
+}
 
-	for i, c := range p.TopologySpreadConstraints {
+// preferred compiles one preferred term, with its weight and sorter.
+func (c *policyCompiler) preferred(field string, pref *api.PreferredClusterSelector) {
+	if pref.Weight < -100 || pref.Weight > 100 {
+		c.bad(field+".weight", "must be within [-100, 100], got %d", pref.Weight)
+	}
+	term, err := compileTerm(&pref.Preference)
+	if err != nil {
+		c.bad(field+".preference", "%v", err)
+		return
+	}
+	cp := framework.Preference{Weight: pref.Weight, Term: term}
+	if s := pref.Preference.PropertySorter; s != nil {
+		order := framework.SortOrder(s.SortOrder)
+		if order != framework.Ascending && order != framework.Descending {
+			c.bad(field+".preference.propertySorter.sortOrder", "unknown sort order %q (want Ascending or Descending)", s.SortOrder)
+		}
+		cp.Sorter = &framework.PropertySorter{Name: s.Name, Order: order}
+	}
+	c.out.Preferred = append(c.out.Preferred, cp)
+}
+
+// spread compiles the topology spread constraints, defaulting max skew 1
+// and DoNotSchedule.
+func (c *policyCompiler) spread(constraints []api.TopologySpreadConstraint) {
+	for i, tc := range constraints {
 		field := fmt.Sprintf("topologySpreadConstraints[%d]", i)
-		sc := framework.SpreadConstraint{MaxSkew: 1, TopologyKey: c.TopologyKey, WhenUnsatisfiable: framework.DoNotSchedule}
-		if c.MaxSkew != nil {
-			sc.MaxSkew = int(*c.MaxSkew)
+		sc := framework.SpreadConstraint{MaxSkew: 1, TopologyKey: tc.TopologyKey, WhenUnsatisfiable: framework.DoNotSchedule}
+		if tc.MaxSkew != nil {
+			sc.MaxSkew = int(*tc.MaxSkew)
 		}
 		if sc.MaxSkew < 1 {
-			bad(field+".maxSkew", "must be at least 1, got %d", sc.MaxSkew)
+			c.bad(field+".maxSkew", "must be at least 1, got %d", sc.MaxSkew)
 		}
-		if c.TopologyKey == "" {
-			bad(field+".topologyKey", "must not be empty")
+		if tc.TopologyKey == "" {
+			c.bad(field+".topologyKey", "must not be empty")
 		}
-		switch c.WhenUnsatisfiable {
+		switch tc.WhenUnsatisfiable {
 		case "", api.DoNotSchedule:
 		case api.ScheduleAnyway:
 			sc.WhenUnsatisfiable = framework.ScheduleAnyway
 		default:
-			bad(field+".whenUnsatisfiable", "unknown action %q (want DoNotSchedule or ScheduleAnyway)", c.WhenUnsatisfiable)
+			c.bad(field+".whenUnsatisfiable", "unknown action %q (want DoNotSchedule or ScheduleAnyway)", tc.WhenUnsatisfiable)
 		}
-		out.Spread = append(out.Spread, sc)
+		c.out.Spread = append(c.out.Spread, sc)
 	}
+}
 
-	for i, t := range p.Tolerations {
+// tolerations compiles the tolerations, which let the placement land on
+// tainted members.
+func (c *policyCompiler) tolerations(tolerations []api.Toleration) {
+	for i, t := range tolerations {
 		field := fmt.Sprintf("tolerations[%d]", i)
 		switch t.Operator {
 		case "", api.TolerationOpEqual, api.TolerationOpExists:
 		default:
-			bad(field+".operator", "unknown operator %q (want Equal or Exists)", t.Operator)
+			c.bad(field+".operator", "unknown operator %q (want Equal or Exists)", t.Operator)
 		}
 		if t.Key == "" && t.Operator != api.TolerationOpExists {
-			bad(field+".key", "an empty key needs operator Exists")
+			c.bad(field+".key", "an empty key needs operator Exists")
 		}
-		out.Tolerations = append(out.Tolerations, framework.Toleration{
+		c.out.Tolerations = append(c.out.Tolerations, framework.Toleration{
 			Key: t.Key, Operator: string(t.Operator), Value: t.Value, Effect: string(t.Effect),
 		})
 	}
-
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("compile scheduling policy: %w", errors.Join(errs...))
-	}
-	return out, nil
 }
 
 func compileTerm(t *api.ClusterSelectorTerm) (framework.Term, error) {
