@@ -209,7 +209,7 @@ func (a *Applier) Placements() []string {
 }
 
 // Watched lists the resources of the objects placements own on the member,
-// for a watcher that reports their changes back through Check.
+// for a watcher that reports their changes back through Recheck.
 func (a *Applier) Watched() []schema.GroupVersionResource {
 	a.mu.Lock()
 	ps := make([]*placement, 0, len(a.placements))

@@ -51,7 +51,7 @@ func TestDriftIfNotDrifted(t *testing.T) {
 	live := edit(t, configMaps, ns, "app-config", func(u *unstructured.Unstructured) {
 		_ = unstructured.SetNestedField(u.Object, "edited", "data", "key")
 	})
-	reports, err := a.Check(t.Context(), placement, cmKey(ns, "app-config"), live)
+	reports, err := a.Recheck(t.Context(), placement, cmKey(ns, "app-config"), live)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestDriftAlways(t *testing.T) {
 	live := edit(t, configMaps, ns, "app-config", func(u *unstructured.Unstructured) {
 		_ = unstructured.SetNestedField(u.Object, "edited", "data", "key")
 	})
-	reports, err := a.Check(t.Context(), placement, cmKey(ns, "app-config"), live)
+	reports, err := a.Recheck(t.Context(), placement, cmKey(ns, "app-config"), live)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestDriftAlways(t *testing.T) {
 	if err := client(t).Resource(configMaps).Namespace(ns).Delete(t.Context(), "app-config", deleteNow); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Check(t.Context(), placement, cmKey(ns, "app-config"), nil); err != nil {
+	if _, err := a.Recheck(t.Context(), placement, cmKey(ns, "app-config"), nil); err != nil {
 		t.Fatal(err)
 	}
 	if u := get(t, configMaps, ns, "app-config"); u == nil || !manifest.OwnedBy(u.GetLabels(), placement) {
@@ -132,7 +132,7 @@ func TestDriftAlways(t *testing.T) {
 	live = edit(t, configMaps, ns, "app-config", func(u *unstructured.Unstructured) {
 		_ = unstructured.SetNestedField(u.Object, "theirs", "data", "other")
 	})
-	if reports, err := a.Check(t.Context(), placement, cmKey(ns, "app-config"), live); err != nil || len(reports) != 0 {
+	if reports, err := a.Recheck(t.Context(), placement, cmKey(ns, "app-config"), live); err != nil || len(reports) != 0 {
 		t.Errorf("an unmanaged field counted as drift: %s %v", dump(reports), err)
 	}
 }
@@ -161,10 +161,10 @@ func TestAvailability(t *testing.T) {
 		t.Error("no recheck scheduled for the not-trackable object")
 	}
 
-	// The deployment controller reports status; the watch would call Check.
+	// The deployment controller reports status; the watch would call Recheck.
 	var last []*events.WorkReported
 	waitFor(t, "the Deployment to become available", timeout, func() bool {
-		reports, err := a.Check(t.Context(), placement, manifest.Key{Group: "apps", Kind: "Deployment", Namespace: ns, Name: "web"},
+		reports, err := a.Recheck(t.Context(), placement, manifest.Key{Group: "apps", Kind: "Deployment", Namespace: ns, Name: "web"},
 			get(t, deployments, ns, "web"))
 		if err != nil {
 			t.Fatal(err)

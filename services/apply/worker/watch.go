@@ -128,7 +128,7 @@ func (w *Worker) runChecks(ctx context.Context) {
 		}
 		live := w.watch.lookup(c.gvr, c.key)
 		unlock := w.locks.lock(c.placement)
-		reports, err := w.applier.Check(ctx, c.placement, c.key, live)
+		reports, err := w.applier.Recheck(ctx, c.placement, c.key, live)
 		for _, r := range reports {
 			w.publish(ctx, r)
 		}

@@ -14,7 +14,7 @@ import (
 	"github.com/flotilla-dev/flotilla/services/apply/manifest"
 )
 
-// Check re-examines one object of a placement after the member reported a
+// Recheck re-examines one object of a placement after the member reported a
 // change to it. live is the object as the watch saw it, or nil when it was
 // deleted or lost Flotilla's label. It returns the reports to publish, in
 // order; none when nothing a user would see changed.
@@ -24,7 +24,7 @@ import (
 // drift is reported, the hub's values are re-applied, and the corrected state
 // is reported; with IfNotDrifted the object is left alone and reported with
 // FoundDrifts. An object deleted on the member is re-created.
-func (a *Applier) Check(ctx context.Context, placementName string, key manifest.Key, live *unstructured.Unstructured) ([]*events.WorkReported, error) {
+func (a *Applier) Recheck(ctx context.Context, placementName string, key manifest.Key, live *unstructured.Unstructured) ([]*events.WorkReported, error) {
 	p := a.existing(placementName)
 	if p == nil {
 		return nil, nil
