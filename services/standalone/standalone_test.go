@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -24,6 +25,7 @@ import (
 	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/events/bus"
 	"github.com/flotilla-dev/flotilla/services/fleetctl/query"
+	"github.com/flotilla-dev/flotilla/services/standalone/quickstart"
 )
 
 // The quick start from end to end on real parts: two local member clusters, the example
@@ -67,12 +69,12 @@ func TestQuickStartRunsAndResumes(t *testing.T) {
 		if err != nil {
 			return nil, err
 		}
-		if !converged(crp, true) {
+		if !quickstart.Converged(crp, true) {
 			return nil, fmt.Errorf("conditions %s", summarize(crp.Status.Conditions))
 		}
 		return crp, nil
 	})
-	if got := clustersOf(crp); strings.Join(got, ",") != "member-1,member-2" {
+	if got := placedOn(crp); strings.Join(got, ",") != "member-1,member-2" {
 		t.Errorf("placed on %v, want member-1 and member-2 (one per region)", got)
 	}
 
@@ -117,7 +119,7 @@ func TestQuickStartRunsAndResumes(t *testing.T) {
 		}
 		return nil, errors.New("not listed")
 	})
-	if again.Generation != crp.Generation || !converged(again, true) {
+	if again.Generation != crp.Generation || !quickstart.Converged(again, true) {
 		t.Errorf("after the restart the placement is at generation %d with conditions %s; before: generation %d, converged",
 			again.Generation, summarize(again.Status.Conditions), crp.Generation)
 	}
@@ -149,6 +151,24 @@ func TestQuickStartRunsAndResumes(t *testing.T) {
 		t.Errorf("the EVENTS stream holds %d messages after the restart, %d before", now, stored)
 	}
 	second.stop(t)
+}
+
+// placedOn lists the clusters the placement has a status for.
+func placedOn(crp *api.ClusterResourcePlacement) []string {
+	var out []string
+	for _, ps := range crp.Status.PlacementStatuses {
+		out = append(out, ps.ClusterName)
+	}
+	return out
+}
+
+func examplesDir(t *testing.T) string {
+	t.Helper()
+	dir, err := quickstart.FindExamplesDir(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // running is a Run in progress.
@@ -265,7 +285,8 @@ func memberClient(t *testing.T, kubeconfig []byte) dynamic.ResourceInterface {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c.Resource(deploymentsGVR).Namespace("quickstart")
+	deployments := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+	return c.Resource(deployments).Namespace("quickstart")
 }
 
 func streamMessages(t *testing.T, nc *nats.Conn) uint64 {

@@ -5,16 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
-
-	"k8s.io/apimachinery/pkg/runtime/schema"
-
-	"github.com/flotilla-dev/flotilla/events/api"
-)
-
-var (
-	deploymentsGVR = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
-	replicaSetsGVR = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "replicasets"}
 )
 
 // printSummary says what runs where and how to use it.
@@ -79,43 +69,4 @@ func (r *runner) kubectlCommand() string {
 		return r.kubectl
 	}
 	return "kubectl"
-}
-
-// printExampleHints says what to look at once the example converged.
-func (r *runner) printExampleHints(crp *api.ClusterResourcePlacement) {
-	fleetctl := r.fleetctlCommand()
-	var kubeconfig string
-	for _, m := range r.members {
-		if m.Name == existingMember {
-			kubeconfig = r.rel(m.Kubeconfig)
-		}
-	}
-	name := crp.Name
-	lines := []string{
-		fmt.Sprintf("%s describe crp %s", fleetctl, name),
-		fmt.Sprintf("%s history crp %s", fleetctl, name),
-		fmt.Sprintf("%s takeovers --placement %s", fleetctl, name),
-	}
-	if kubeconfig != "" {
-		lines = append(lines, fmt.Sprintf("%s --kubeconfig %s -n %s get deployments,replicasets,services,configmaps",
-			r.kubectlCommand(), kubeconfig, strings.Join(namespacesOf(crp), ",")))
-	}
-	r.out.printf("\nThe example converged. Look at it with:\n")
-	for _, l := range lines {
-		r.out.printf("    %s\n", l)
-	}
-	r.out.printf("Flotilla keeps running; press Ctrl-C to stop.\n")
-}
-
-func namespacesOf(crp *api.ClusterResourcePlacement) []string {
-	var out []string
-	for _, res := range crp.Status.SelectedResources {
-		if res.Kind == "Namespace" && res.Group == "" {
-			out = append(out, res.Name)
-		}
-	}
-	if len(out) == 0 {
-		return []string{"default"}
-	}
-	return out[:1]
 }

@@ -1,10 +1,15 @@
-package standalone
+// Package quickstart is the quick-start demo the standalone process runs with --example: it
+// creates a workload directly on member-1, as if it ran there before Flotilla, applies
+// deploy/examples/quickstart as fleetctl apply does, prints the placement's conditions as they
+// change until it converges, and reports how the pre-existing workload was taken over.
+package quickstart
 
 import (
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,8 +17,10 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -23,6 +30,7 @@ import (
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/services/fleetctl/printer"
+	"github.com/flotilla-dev/flotilla/services/fleetctl/query"
 )
 
 // The quick-start example lives in <examples>/quickstart: the hub's manifests and a
@@ -43,6 +51,46 @@ const (
 	pollEvery       = 500 * time.Millisecond
 )
 
+var (
+	deploymentsGVR = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+	replicaSetsGVR = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "replicasets"}
+)
+
+// Env is what the demo needs from the process that runs it.
+type Env struct {
+	// ExamplesDir holds quickstart/ (see FindExamplesDir).
+	ExamplesDir string
+	// LocalMembers are the member clusters running here, which the demo waits for; member-1,
+	// where the pre-existing workload goes, must be one of them.
+	LocalMembers []string
+	// RESTConfig reaches a local member; it returns nil for any other name.
+	RESTConfig func(member string) *rest.Config
+	// Kubeconfig returns the path of a member's kubeconfig file, "" when there is no such
+	// member; the hints printed at the end name it.
+	Kubeconfig func(member string) string
+	// Fleetctl runs a fleetctl command against the fleet, printing its output as progress.
+	Fleetctl func(ctx context.Context, args ...string) error
+	// Status asks the status service, as fleetctl get does.
+	Status *query.Client
+	// Available waits for the placement to be available too, not only applied: only members
+	// whose nodes run pods ever make a Deployment available.
+	Available bool
+	// Applied, when set, is called once the example is published (before it converges).
+	Applied func()
+	// Log receives what the person watching need not see; default none.
+	Log *slog.Logger
+
+	// Step prints that a step begins and returns the function that ends it with its result;
+	// Linef prints an indented detail line; Printf prints as is.
+	Step          func(what string) (done func(result string))
+	Linef, Printf func(format string, args ...any)
+	// Rel shows a path as the person would type it.
+	Rel func(path string) string
+	// FleetctlCommand and KubectlCommand are how the person runs fleetctl and kubectl, for
+	// the hints printed at the end.
+	FleetctlCommand, KubectlCommand string
+}
+
 // FindExamplesDir returns deploy/examples in dir or the nearest parent of dir that has it.
 func FindExamplesDir(dir string) (string, error) {
 	dir, err := filepath.Abs(dir)
@@ -60,50 +108,41 @@ func FindExamplesDir(dir string) (string, error) {
 	}
 }
 
-func (r *runner) examplesDir() (string, error) {
-	if r.cfg.ExamplesDir != "" {
-		return r.cfg.ExamplesDir, nil
+// Run puts the pre-existing workload on member-1, applies the example as fleetctl apply does,
+// and prints the placement's status as it converges, then what became of the pre-existing
+// workload and what to look at.
+func Run(ctx context.Context, e Env) error {
+	if e.Log == nil {
+		e.Log = slog.New(slog.DiscardHandler)
 	}
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	return FindExamplesDir(wd)
-}
-
-// runExample puts the pre-existing workload on member-1, applies the example as fleetctl
-// apply does, and prints the placement's status as it converges.
-func (r *runner) runExample(ctx context.Context, q *queries) error {
-	dir, err := r.examplesDir()
-	if err != nil {
-		return err
-	}
-	quick := filepath.Join(dir, quickstartDir)
+	quick := filepath.Join(e.ExamplesDir, quickstartDir)
 	placement, err := placementIn(quick)
 	if err != nil {
 		return err
 	}
-	r.waitForMembers(ctx, q)
+	e.waitForMembers(ctx)
 
-	existing, err := r.createExisting(ctx, filepath.Join(quick, existingMember), existingMember)
+	existing, err := e.createExisting(ctx, filepath.Join(quick, existingMember), existingMember)
 	if err != nil {
 		return err
 	}
 
-	done := r.out.step("Applying the example: fleetctl apply -f " + r.rel(quick))
-	if err := r.fleetctl(ctx, "apply", "-f", quick); err != nil {
+	done := e.Step("Applying the example: fleetctl apply -f " + e.Rel(quick))
+	if err := e.Fleetctl(ctx, "apply", "-f", quick); err != nil {
 		done("failed")
 		return fmt.Errorf("apply %s: %w", quick, err)
 	}
 	done("published")
-	r.ready()
+	if e.Applied != nil {
+		e.Applied()
+	}
 
-	crp, err := r.watchPlacement(ctx, q, placement)
+	crp, err := e.watchPlacement(ctx, placement)
 	if err != nil {
 		return err
 	}
-	r.reportTakeovers(ctx, q, placement, existing)
-	r.printExampleHints(crp)
+	e.reportTakeovers(ctx, placement, existing)
+	e.printHints(crp)
 	return nil
 }
 
@@ -145,17 +184,18 @@ func decodeFile(path string) ([]api.Document, error) {
 
 // waitForMembers waits until the local members have joined and sent a heartbeat, so that the
 // scheduler sees them all when the placement arrives. It only warns when they are late.
-func (r *runner) waitForMembers(ctx context.Context, q *queries) {
-	want := memberNames(r.members, true)
-	done := r.out.step("Waiting for " + strings.Join(want, ", ") + " to report healthy")
+func (e Env) waitForMembers(ctx context.Context) {
+	want := e.LocalMembers
+	done := e.Step("Waiting for " + strings.Join(want, ", ") + " to report healthy")
 	ctx, cancel := context.WithTimeout(ctx, membersTimeout)
 	defer cancel()
 	var missing []string
 	for {
 		missing = missing[:0]
 		for _, name := range want {
-			mc, err := q.client.Member(ctx, name)
-			if err != nil || !joined(mc) || !healthy(mc) {
+			mc, err := e.Status.Member(ctx, name)
+			if err != nil || !meta.IsStatusConditionTrue(mc.Status.Conditions, string(api.ConditionTypeMemberClusterJoined)) ||
+				!meta.IsStatusConditionTrue(mc.Status.Conditions, string(api.ConditionTypeMemberClusterHealthy)) {
 				missing = append(missing, name)
 			}
 		}
@@ -183,12 +223,12 @@ type existingObject struct {
 
 // createExisting creates the objects in dir's files directly on member, with client-go, as
 // if they had been running there before Flotilla. Objects already there are left alone.
-func (r *runner) createExisting(ctx context.Context, dir, member string) ([]existingObject, error) {
+func (e Env) createExisting(ctx context.Context, dir, member string) ([]existingObject, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil || len(files) == 0 {
 		return nil, err
 	}
-	rc := r.restConfig(member)
+	rc := e.RESTConfig(member)
 	if rc == nil {
 		return nil, fmt.Errorf("the example needs the local member %s", member)
 	}
@@ -196,7 +236,7 @@ func (r *runner) createExisting(ctx context.Context, dir, member string) ([]exis
 	if err != nil {
 		return nil, fmt.Errorf("member %s: %w", member, err)
 	}
-	done := r.out.step(fmt.Sprintf("Creating a pre-existing workload directly on %s (%s), as if it ran there before Flotilla", member, r.rel(dir)))
+	done := e.Step(fmt.Sprintf("Creating a pre-existing workload directly on %s (%s), as if it ran there before Flotilla", member, e.Rel(dir)))
 	var out []existingObject
 	for _, f := range files {
 		docs, err := decodeFile(f)
@@ -218,11 +258,11 @@ func (r *runner) createExisting(ctx context.Context, dir, member string) ([]exis
 			out = append(out, *obj)
 			switch {
 			case obj.earlier:
-				r.out.linef("%s is already there (from an earlier run)", objectName(u))
+				e.Linef("%s is already there (from an earlier run)", objectName(u))
 			case obj.generation != 0:
-				r.out.linef("created %s (generation %d)", objectName(u), obj.generation)
+				e.Linef("created %s (generation %d)", objectName(u), obj.generation)
 			default:
-				r.out.linef("created %s", objectName(u))
+				e.Linef("created %s", objectName(u))
 			}
 		}
 	}
@@ -233,13 +273,6 @@ func (r *runner) createExisting(ctx context.Context, dir, member string) ([]exis
 	}
 	done("done")
 	return out, nil
-}
-
-func (r *runner) restConfig(member string) *rest.Config {
-	if r.kube == nil {
-		return nil
-	}
-	return r.kube.RESTConfig(member)
 }
 
 func clients(rc *rest.Config) (dynamic.Interface, *restmapper.DeferredDiscoveryRESTMapper, error) {
@@ -322,29 +355,29 @@ func objectName(u *unstructured.Unstructured) string {
 // watchPlacement prints every change of the placement's conditions until it is applied on
 // every cluster it was scheduled to (and available, or given up on availability), or the
 // timeout passes.
-func (r *runner) watchPlacement(ctx context.Context, q *queries, name string) (*api.ClusterResourcePlacement, error) {
-	done := r.out.step(fmt.Sprintf("Watching placement %s converge (fleetctl get crp %s)", name, name))
+func (e Env) watchPlacement(ctx context.Context, name string) (*api.ClusterResourcePlacement, error) {
+	done := e.Step(fmt.Sprintf("Watching placement %s converge (fleetctl get crp %s)", name, name))
 	ctx, cancel := context.WithTimeout(ctx, convergeTimeout)
 	defer cancel()
 	start := time.Now()
 	seen := map[string]string{}
 	var last *api.ClusterResourcePlacement
 	for {
-		crp, err := q.client.Placement(ctx, name)
+		crp, err := e.Status.Placement(ctx, name)
 		switch {
 		case err == nil:
 			last = crp
-			r.printTransitions(crp, seen, time.Since(start))
-			if converged(crp, r.cfg.SimulatedNodes) {
+			e.printTransitions(crp, seen, time.Since(start))
+			if Converged(crp, e.Available) {
 				what := "applied"
-				if r.cfg.SimulatedNodes {
+				if e.Available {
 					what = "applied and available"
 				}
 				done(fmt.Sprintf("placement %s is %s on %s", name, what, strings.Join(clustersOf(crp), ", ")))
 				return crp, nil
 			}
-		case !errors.Is(err, errNotFound):
-			r.log.Warn("query placement", "placement", name, "err", err)
+		case !errors.Is(err, query.ErrNotFound):
+			e.Log.Warn("query placement", "placement", name, "err", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -359,16 +392,16 @@ func (r *runner) watchPlacement(ctx context.Context, q *queries, name string) (*
 	}
 }
 
-// converged: the placement is scheduled, applied on every cluster it is scheduled to, and,
-// when available is set, available there too (members without nodes never run a pod, so
-// their Deployments never become available).
-func converged(crp *api.ClusterResourcePlacement, available bool) bool {
+// Converged reports whether the placement is scheduled, applied on every cluster it is
+// scheduled to, and, when available is set, available there too (members without nodes never
+// run a pod, so their Deployments never become available).
+func Converged(crp *api.ClusterResourcePlacement, available bool) bool {
 	want := []api.ClusterResourcePlacementConditionType{api.ClusterResourcePlacementScheduledConditionType, api.ClusterResourcePlacementAppliedConditionType}
 	if available {
 		want = append(want, api.ClusterResourcePlacementAvailableConditionType)
 	}
 	for _, t := range want {
-		c := findCondition(crp.Status.Conditions, string(t))
+		c := meta.FindStatusCondition(crp.Status.Conditions, string(t))
 		if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != crp.Generation {
 			return false
 		}
@@ -384,17 +417,8 @@ func clustersOf(crp *api.ClusterResourcePlacement) []string {
 	return out
 }
 
-func findCondition(conds []metav1.Condition, t string) *metav1.Condition {
-	for i := range conds {
-		if conds[i].Type == t {
-			return &conds[i]
-		}
-	}
-	return nil
-}
-
 // printTransitions prints the conditions that changed since seen, and failed placements.
-func (r *runner) printTransitions(crp *api.ClusterResourcePlacement, seen map[string]string, at time.Duration) {
+func (e Env) printTransitions(crp *api.ClusterResourcePlacement, seen map[string]string, at time.Duration) {
 	line := func(who string, c metav1.Condition) {
 		key := who + "/" + c.Type
 		state := string(c.Status) + "/" + c.Reason
@@ -403,7 +427,7 @@ func (r *runner) printTransitions(crp *api.ClusterResourcePlacement, seen map[st
 		}
 		seen[key] = state
 		t := strings.TrimPrefix(c.Type, "ClusterResourcePlacement")
-		r.out.linef("%6.1fs  %-10s %-17s %-7s %s: %s", at.Seconds(), who, t, c.Status, c.Reason, oneLine(c.Message))
+		e.Linef("%6.1fs  %-10s %-17s %-7s %s: %s", at.Seconds(), who, t, c.Status, c.Reason, oneLine(c.Message))
 	}
 	for _, c := range crp.Status.Conditions {
 		line("placement", c)
@@ -419,7 +443,7 @@ func (r *runner) printTransitions(crp *api.ClusterResourcePlacement, seen map[st
 				continue
 			}
 			seen[key] = state
-			r.out.linef("%6.1fs  %-10s %s %s %s: %s", at.Seconds(), ps.ClusterName, printer.Resource(f.ResourceIdentifier),
+			e.Linef("%6.1fs  %-10s %s %s %s: %s", at.Seconds(), ps.ClusterName, printer.Resource(f.ResourceIdentifier),
 				f.Condition.Type, f.Condition.Reason, oneLine(f.Condition.Message))
 		}
 	}
@@ -429,18 +453,18 @@ func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // reportTakeovers prints what happened to the pre-existing workload: the takeover decisions
 // the apply worker recorded, and whether the Deployment was restarted.
-func (r *runner) reportTakeovers(ctx context.Context, q *queries, placement string, existing []existingObject) {
-	takeovers, err := q.client.Takeovers(ctx, events.TakeoverQuery{Placement: placement})
+func (e Env) reportTakeovers(ctx context.Context, placement string, existing []existingObject) {
+	takeovers, err := e.Status.Takeovers(ctx, events.TakeoverQuery{Placement: placement})
 	if err != nil {
-		r.out.linef("takeover decisions: %v", err)
+		e.Linef("takeover decisions: %v", err)
 	}
 	if len(takeovers) > 0 {
-		r.out.printf("==> Takeover decisions (fleetctl takeovers --placement %s)\n", placement)
+		e.Printf("==> Takeover decisions (fleetctl takeovers --placement %s)\n", placement)
 		for _, t := range takeovers {
-			r.out.linef("%s  %s: %s (whenToTakeOver %s, %s)", t.Cluster, printer.Resource(t.Resource), t.Outcome, t.Mode, t.Comparison)
+			e.Linef("%s  %s: %s (whenToTakeOver %s, %s)", t.Cluster, printer.Resource(t.Resource), t.Outcome, t.Mode, t.Comparison)
 		}
 	}
-	rc := r.restConfig(existingMember)
+	rc := e.RESTConfig(existingMember)
 	if rc == nil {
 		return
 	}
@@ -448,22 +472,22 @@ func (r *runner) reportTakeovers(ctx context.Context, q *queries, placement stri
 	if err != nil {
 		return
 	}
-	for _, e := range existing {
-		if e.resource.GetKind() != "Deployment" || e.earlier {
+	for _, x := range existing {
+		if x.resource.GetKind() != "Deployment" || x.earlier {
 			continue
 		}
-		now, err := c.Resource(deploymentsGVR).Namespace(e.resource.GetNamespace()).Get(ctx, e.resource.GetName(), metav1.GetOptions{})
+		now, err := c.Resource(deploymentsGVR).Namespace(x.resource.GetNamespace()).Get(ctx, x.resource.GetName(), metav1.GetOptions{})
 		if err != nil {
 			continue
 		}
 		rs := replicaSetsOf(ctx, c, now, false)
-		restarted := now.GetGeneration() != e.generation || string(now.GetUID()) != e.uid || !slices.Equal(rs, e.replicaSets)
+		restarted := now.GetGeneration() != x.generation || string(now.GetUID()) != x.uid || !slices.Equal(rs, x.replicaSets)
 		if restarted {
-			r.out.linef("%s on %s changed when it was taken over: generation %d -> %d, ReplicaSets %v -> %v",
-				objectName(now), existingMember, e.generation, now.GetGeneration(), e.replicaSets, rs)
+			e.Linef("%s on %s changed when it was taken over: generation %d -> %d, ReplicaSets %v -> %v",
+				objectName(now), existingMember, x.generation, now.GetGeneration(), x.replicaSets, rs)
 			continue
 		}
-		r.out.linef("%s on %s was taken over without a restart: generation %d before and after, same ReplicaSet (%s)",
+		e.Linef("%s on %s was taken over without a restart: generation %d before and after, same ReplicaSet (%s)",
 			objectName(now), existingMember, now.GetGeneration(), strings.Join(rs, ", "))
 	}
 }
