@@ -23,6 +23,8 @@ import (
 	"github.com/flotilla-dev/flotilla/events/bus"
 	"github.com/flotilla-dev/flotilla/harness/natsserver"
 	"github.com/flotilla-dev/flotilla/harness/postgres"
+	"github.com/flotilla-dev/flotilla/platform/natsconn"
+	"github.com/flotilla-dev/flotilla/platform/service"
 )
 
 // Env is a test's bus and database.
@@ -57,6 +59,12 @@ func New(t testing.TB) *Env {
 	}
 	t.Cleanup(pool.Close)
 	return &Env{t: t, NATSURL: srv.URL(), DatabaseURL: db, NC: nc, JS: js, Publisher: bus.NewPublisher(js), Pool: pool}
+}
+
+// Options are the shared service options that connect a hub service to the test's bus
+// and database, logging to the test's output.
+func (e *Env) Options() service.Options {
+	return service.Options{NATS: natsconn.Settings{URL: e.NATSURL}, DatabaseURL: e.DatabaseURL, Logger: e.Logger()}
 }
 
 // Logger logs to the test's output.

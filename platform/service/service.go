@@ -1,7 +1,8 @@
-// Package service holds what every Flotilla service runs on: a NATS
-// connection with the JetStream topology in place, a migrated PostgreSQL pool,
-// the outbox relay, and a runner that starts the service's loops together and
-// stops them together.
+// Package service is the skeleton every Flotilla service runs on: the Options each
+// service's Config embeds (one flag set, validated once), Main for its command, Open for
+// a NATS connection with the JetStream topology in place and a migrated PostgreSQL pool,
+// and Run, which starts the service's loops, the outbox relay and the health endpoint
+// together and stops them together.
 package service
 
 import (
@@ -18,28 +19,9 @@ import (
 	"github.com/flotilla-dev/flotilla/events/bus"
 	"github.com/flotilla-dev/flotilla/migrations"
 	"github.com/flotilla-dev/flotilla/platform/health"
+	"github.com/flotilla-dev/flotilla/platform/natsconn"
 	"github.com/flotilla-dev/flotilla/platform/outbox"
 )
-
-// Options configure the connections of a service.
-type Options struct {
-	// Name names the service in logs, in the NATS connection and as the
-	// source of the events it emits (/flotilla/<name>).
-	Name string
-	// NATSURL is the NATS server, e.g. nats://127.0.0.1:4222.
-	NATSURL string
-	// NATSOptions are extra connection options (credentials, TLS, or
-	// nats.InProcessServer for the single-process mode).
-	NATSOptions []nats.Option
-	// DatabaseURL is the PostgreSQL connection string; empty for a service
-	// that keeps no database (apply workers).
-	DatabaseURL string
-	// Topology tunes the streams and consumers.
-	Topology bus.TopologyOptions
-	// HealthAddr, when set, serves /healthz and /readyz there.
-	HealthAddr string
-	Logger     *slog.Logger
-}
 
 // Env is a connected service environment.
 type Env struct {
@@ -48,24 +30,24 @@ type Env struct {
 	NC        *nats.Conn
 	JS        jetstream.JetStream
 	Publisher *bus.Publisher
-	Pool      *pgxpool.Pool // nil without a database
+	Pool      *pgxpool.Pool // nil for a member service
 	Log       *slog.Logger
 	opts      Options
 }
 
-// Open connects to NATS and PostgreSQL, declares the JetStream topology and
-// migrates the database. Errors say what to do about an unreachable server.
-func Open(ctx context.Context, opts Options) (*Env, error) {
-	if opts.Name == "" {
+// Open connects the service called name to NATS and, for a hub service, declares the
+// JetStream topology and connects to PostgreSQL and migrates it. Errors say what to do
+// about an unreachable server and never show a password.
+func Open(ctx context.Context, name string, opts Options) (*Env, error) {
+	if name == "" {
 		return nil, errors.New("open service: a name is required")
 	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	log = log.With("service", opts.Name)
+	log = log.With("service", name)
 	natsOpts := append([]nats.Option{
-		nats.Name("flotilla-" + opts.Name),
 		nats.MaxReconnects(-1),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
@@ -74,42 +56,47 @@ func Open(ctx context.Context, opts Options) (*Env, error) {
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("reconnected to NATS", "url", nc.ConnectedUrlRedacted()) }),
 	}, opts.NATSOptions...)
-	nc, err := nats.Connect(opts.NATSURL, natsOpts...)
+	nc, err := opts.NATS.Connect("flotilla-"+name, natsOpts...)
 	if err != nil {
-		return nil, fmt.Errorf("connect to NATS at %s: %w (is the server running? set --nats or FLOTILLA_NATS_URL)", opts.NATSURL, err)
+		return nil, fmt.Errorf("%w (is the server running? set --nats or %s)", err, natsconn.EnvURL)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("open JetStream: %w", err)
 	}
-	if err := bus.EnsureTopology(ctx, js, opts.Topology); err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("declare JetStream topology (is JetStream enabled on %s?): %w", opts.NATSURL, err)
-	}
 	env := &Env{
-		Name: opts.Name, Source: "/flotilla/" + opts.Name,
+		Name: name, Source: "/flotilla/" + name,
 		NC: nc, JS: js, Publisher: bus.NewPublisher(js), Log: log, opts: opts,
 	}
-	if opts.DatabaseURL != "" {
-		pool, err := pgxpool.New(ctx, opts.DatabaseURL)
-		if err == nil {
-			err = pool.Ping(ctx)
-		}
-		if err != nil {
-			nc.Close()
-			if pool != nil {
-				pool.Close()
-			}
-			return nil, fmt.Errorf("connect to PostgreSQL: %w (check --database-url or DATABASE_URL)", err)
-		}
-		if err := migrations.MigratePool(ctx, pool); err != nil {
-			nc.Close()
-			pool.Close()
-			return nil, err
-		}
-		env.Pool = pool
+	if opts.Role == Member {
+		return env, nil
 	}
+	if err := bus.EnsureTopology(ctx, js, opts.Topology); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("declare JetStream topology (is JetStream enabled on %s?): %w", opts.NATS.Redacted(), err)
+	}
+	if opts.DatabaseURL == "" {
+		nc.Close()
+		return nil, fmt.Errorf("%s: a database URL is required (--database-url or %s)", name, EnvDatabaseURL)
+	}
+	pool, err := pgxpool.New(ctx, opts.DatabaseURL)
+	if err == nil {
+		err = pool.Ping(ctx)
+	}
+	if err != nil {
+		nc.Close()
+		if pool != nil {
+			pool.Close()
+		}
+		return nil, fmt.Errorf("connect to PostgreSQL: %w (check --database-url or %s)", err, EnvDatabaseURL)
+	}
+	if err := migrations.MigratePool(ctx, pool); err != nil {
+		nc.Close()
+		pool.Close()
+		return nil, err
+	}
+	env.Pool = pool
 	return env, nil
 }
 
@@ -172,4 +159,18 @@ func Stopped(ctx context.Context, err error) error {
 		return nil
 	}
 	return err
+}
+
+// Migrate applies the migrations to the database and returns, for --migrate-only (a
+// one-shot step before the services start).
+func Migrate(ctx context.Context, databaseURL string) error {
+	if databaseURL == "" {
+		return fmt.Errorf("migrate: a database URL is required (--database-url or %s)", EnvDatabaseURL)
+	}
+	pool, err := pgxpool.New(ctx, databaseURL)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	defer pool.Close()
+	return migrations.MigratePool(ctx, pool)
 }

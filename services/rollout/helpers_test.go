@@ -41,7 +41,7 @@ func newFixture(t *testing.T, cfg rollout.Config) *fixture {
 	if cfg.Tick == 0 {
 		cfg.Tick = 20 * time.Millisecond
 	}
-	cfg.NATSURL, cfg.DatabaseURL, cfg.Logger = env.NATSURL, env.DatabaseURL, env.Logger()
+	cfg.Options = env.Options()
 	return &fixture{Env: env, t: t, cfg: cfg}
 }
 

@@ -18,13 +18,14 @@ package rollout
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	"github.com/jackc/pgx/v5"
-	"github.com/nats-io/nats.go"
 
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/bus"
@@ -42,13 +43,7 @@ const (
 
 // Config configures the rollout service.
 type Config struct {
-	NATSURL     string
-	NATSOptions []nats.Option
-	DatabaseURL string
-	HealthAddr  string
-	Logger      *slog.Logger
-	// Topology tunes the streams and consumers (tests shorten timeouts).
-	Topology bus.TopologyOptions
+	service.Options
 
 	// SnapshotWindow coalesces changes: a placement's selection is evaluated
 	// when no hub or spec change has come for this long, so a burst of
@@ -70,22 +65,56 @@ type Config struct {
 	Now func() time.Time
 }
 
+// RegisterFlags adds the rollout's own flags, with defaults from the environment.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.DurationVar(&c.SnapshotWindow, "snapshot-window", durationEnv("FLOTILLA_SNAPSHOT_WINDOW", DefaultSnapshotWindow),
+		"evaluate a placement's selection once hub changes pause this long (one snapshot per burst)")
+	fs.DurationVar(&c.SnapshotMaxWait, "snapshot-max-wait", durationEnv("FLOTILLA_SNAPSHOT_MAX_WAIT", DefaultSnapshotMaxWait),
+		"evaluate it at most this long after a burst began, even if changes keep coming")
+	fs.DurationVar(&c.StuckAfter, "stuck-after", durationEnv("FLOTILLA_STUCK_AFTER", DefaultStuckAfter),
+		"how long a cluster may take to become applied and available before the rollout reports it stuck")
+}
+
+// Validate checks the shared options and the rollout's own.
+func (c *Config) Validate() error {
+	var errs []error
+	errs = append(errs, c.Options.Validate())
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"--snapshot-window", c.SnapshotWindow}, {"--snapshot-max-wait", c.SnapshotMaxWait}, {"--stuck-after", c.StuckAfter}, {"tick", c.Tick}} {
+		if d.v < 0 {
+			errs = append(errs, fmt.Errorf("%s must not be negative, got %s", d.flag, d.v))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// durationEnv reads a duration default from the environment; a value that does not parse
+// is reported and the built-in default kept.
+func durationEnv(key string, def time.Duration) time.Duration {
+	v := os.Getenv(key)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "ignoring %s=%q: %v\n", key, v, err)
+		return def
+	}
+	return d
+}
+
 // consumer names the rollout's durable consumer and its inbox rows.
 const consumer = bus.ConsumerRollout
 
 // Run runs the rollout service until ctx ends.
 func Run(ctx context.Context, cfg Config) (err error) {
 	defer func() { err = service.Stopped(ctx, err) }()
-	if cfg.DatabaseURL == "" {
-		return errors.New("rollout: a database URL is required (--database-url or DATABASE_URL)")
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("rollout: %w", err)
 	}
-	if cfg.SnapshotWindow < 0 || cfg.SnapshotMaxWait < 0 || cfg.StuckAfter < 0 || cfg.Tick < 0 {
-		return errors.New("rollout: the snapshot window, stuck deadline and tick must not be negative")
-	}
-	env, err := service.Open(ctx, service.Options{
-		Name: "rollout", NATSURL: cfg.NATSURL, NATSOptions: cfg.NATSOptions,
-		DatabaseURL: cfg.DatabaseURL, HealthAddr: cfg.HealthAddr, Logger: cfg.Logger, Topology: cfg.Topology,
-	})
+	env, err := service.Open(ctx, "rollout", cfg.Options)
 	if err != nil {
 		return fmt.Errorf("rollout: %w", err)
 	}

@@ -7,10 +7,11 @@ require (
 	github.com/flotilla-dev/flotilla/events v0.0.0
 	github.com/flotilla-dev/flotilla/harness v0.0.0
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/nats-io/nats.go v1.55.0
 	k8s.io/apimachinery v0.36.3
 	sigs.k8s.io/yaml v1.6.0
 )
+
+require github.com/nats-io/nats.go v1.55.0 // indirect
 
 require (
 	dario.cat/mergo v1.0.2 // indirect

@@ -6,12 +6,10 @@ package scheduler
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	"github.com/jackc/pgx/v5"
-	"github.com/nats-io/nats.go"
 
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/bus"
@@ -21,13 +19,7 @@ import (
 
 // Config configures the scheduler service.
 type Config struct {
-	NATSURL     string
-	NATSOptions []nats.Option
-	DatabaseURL string
-	HealthAddr  string
-	Logger      *slog.Logger
-	// Topology tunes the streams and consumers (tests shorten timeouts).
-	Topology bus.TopologyOptions
+	service.Options
 	// Now is the clock; time.Now by default.
 	Now func() time.Time
 }
@@ -38,13 +30,10 @@ const consumer = bus.ConsumerScheduler
 // Run runs the scheduler until ctx ends.
 func Run(ctx context.Context, cfg Config) (err error) {
 	defer func() { err = service.Stopped(ctx, err) }()
-	if cfg.DatabaseURL == "" {
-		return fmt.Errorf("scheduler: a database URL is required (--database-url or DATABASE_URL)")
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("scheduler: %w", err)
 	}
-	env, err := service.Open(ctx, service.Options{
-		Name: "scheduler", NATSURL: cfg.NATSURL, NATSOptions: cfg.NATSOptions,
-		DatabaseURL: cfg.DatabaseURL, HealthAddr: cfg.HealthAddr, Logger: cfg.Logger, Topology: cfg.Topology,
-	})
+	env, err := service.Open(ctx, "scheduler", cfg.Options)
 	if err != nil {
 		return fmt.Errorf("scheduler: %w", err)
 	}

@@ -35,7 +35,7 @@ func newFixture(t *testing.T) *fixture {
 
 // startScheduler runs a scheduler until the returned stop is called.
 func (f *fixture) startScheduler() (stop func()) {
-	cfg := scheduler.Config{NATSURL: f.NATSURL, DatabaseURL: f.DatabaseURL, Logger: f.Logger()}
+	cfg := scheduler.Config{Options: f.Options()}
 	return f.Run("scheduler", func(ctx context.Context) error { return scheduler.Run(ctx, cfg) })
 }
 

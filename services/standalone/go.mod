@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/flotilla-dev/flotilla/events v0.0.0
 	github.com/flotilla-dev/flotilla/harness v0.0.0
+	github.com/flotilla-dev/flotilla/platform v0.0.0
 	github.com/flotilla-dev/flotilla/services/apply v0.0.0
 	github.com/flotilla-dev/flotilla/services/fleetctl v0.0.0
 	github.com/flotilla-dev/flotilla/services/rollout v0.0.0
@@ -27,7 +28,6 @@ require (
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
 	github.com/emicklei/go-restful/v3 v3.13.0 // indirect
 	github.com/flotilla-dev/flotilla/migrations v0.0.0 // indirect
-	github.com/flotilla-dev/flotilla/platform v0.0.0 // indirect
 	github.com/fxamacker/cbor/v2 v2.9.0 // indirect
 	github.com/go-logr/logr v1.4.3 // indirect
 	github.com/go-openapi/jsonpointer v0.21.0 // indirect

@@ -27,6 +27,8 @@ import (
 	"github.com/flotilla-dev/flotilla/harness/kube"
 	"github.com/flotilla-dev/flotilla/harness/natsserver"
 	"github.com/flotilla-dev/flotilla/harness/postgres"
+	"github.com/flotilla-dev/flotilla/platform/natsconn"
+	"github.com/flotilla-dev/flotilla/platform/service"
 	"github.com/flotilla-dev/flotilla/services/apply/worker"
 	"github.com/flotilla-dev/flotilla/services/rollout"
 	"github.com/flotilla-dev/flotilla/services/scheduler"
@@ -294,20 +296,15 @@ func (r *runner) startDatabase(ctx context.Context) error {
 // serve runs the services until ctx ends or one of them fails.
 func (r *runner) serve(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
-	inProcess := []nats.Option{nats.InProcessServer(r.nats.Server)}
+	hub := service.Options{
+		NATS:        natsconn.Settings{URL: r.natsURL},
+		NATSOptions: []nats.Option{nats.InProcessServer(r.nats.Server)},
+		DatabaseURL: r.dbURL, Topology: r.cfg.Topology, Logger: r.log,
+	}
 	done := r.out.step("Starting the scheduler, rollout and status services")
-	g.Go(func() error {
-		return scheduler.Run(gctx, scheduler.Config{NATSURL: r.natsURL, NATSOptions: inProcess, DatabaseURL: r.dbURL,
-			Logger: r.log, Topology: r.cfg.Topology})
-	})
-	g.Go(func() error {
-		return rollout.Run(gctx, rollout.Config{NATSURL: r.natsURL, NATSOptions: inProcess, DatabaseURL: r.dbURL,
-			Logger: r.log, Topology: r.cfg.Topology})
-	})
-	g.Go(func() error {
-		return status.Run(gctx, status.Config{NATSURL: r.natsURL, NATSOptions: inProcess, DatabaseURL: r.dbURL,
-			Logger: r.log, Topology: r.cfg.Topology})
-	})
+	g.Go(func() error { return scheduler.Run(gctx, scheduler.Config{Options: hub}) })
+	g.Go(func() error { return rollout.Run(gctx, rollout.Config{Options: hub}) })
+	g.Go(func() error { return status.Run(gctx, status.Config{Options: hub}) })
 	// Apply workers start once their members have joined: a heartbeat from a member that has
 	// not joined yet is ignored, and the next one is a heartbeat period away.
 	registered := make(chan struct{})

@@ -46,8 +46,7 @@ func newFixture(t testing.TB) *fixture {
 // startStatus runs the status service until the test ends; its clock for
 // member health is now.
 func (f *fixture) startStatus(now time.Time) {
-	cfg := status.Config{NATSURL: f.NATSURL, DatabaseURL: f.DatabaseURL, Logger: f.Logger(),
-		Now: func() time.Time { return now }}
+	cfg := status.Config{Options: f.Options(), Now: func() time.Time { return now }}
 	f.Run("status", func(ctx context.Context) error { return status.Run(ctx, cfg) })
 	// Queries are answered once the service is up.
 	f.eventually("the query service answers", func() error {

@@ -19,10 +19,9 @@ func TestHistoryWithTheScheduler(t *testing.T) {
 	f := newFixture(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() {
-		done <- scheduler.Run(ctx, scheduler.Config{NATSURL: f.NATSURL, DatabaseURL: f.DatabaseURL,
-			Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
-	}()
+	opts := f.Options()
+	opts.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	go func() { done <- scheduler.Run(ctx, scheduler.Config{Options: opts}) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {

@@ -11,7 +11,6 @@ package status
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -19,7 +18,6 @@ import (
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/nats-io/nats.go"
 
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/bus"
@@ -29,13 +27,7 @@ import (
 
 // Config configures the status service.
 type Config struct {
-	NATSURL     string
-	NATSOptions []nats.Option
-	DatabaseURL string
-	HealthAddr  string
-	Logger      *slog.Logger
-	// Topology tunes the streams and consumers (tests shorten timeouts).
-	Topology bus.TopologyOptions
+	service.Options
 	// Now is the clock members' health is judged by when queried; time.Now
 	// by default.
 	Now func() time.Time
@@ -55,13 +47,10 @@ type server struct {
 // Run runs the status service until ctx ends.
 func Run(ctx context.Context, cfg Config) (err error) {
 	defer func() { err = service.Stopped(ctx, err) }()
-	if cfg.DatabaseURL == "" {
-		return errors.New("status: a database URL is required (--database-url or DATABASE_URL)")
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("status: %w", err)
 	}
-	env, err := service.Open(ctx, service.Options{
-		Name: "status", NATSURL: cfg.NATSURL, NATSOptions: cfg.NATSOptions,
-		DatabaseURL: cfg.DatabaseURL, HealthAddr: cfg.HealthAddr, Logger: cfg.Logger, Topology: cfg.Topology,
-	})
+	env, err := service.Open(ctx, "status", cfg.Options)
 	if err != nil {
 		return fmt.Errorf("status: %w", err)
 	}

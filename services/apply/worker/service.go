@@ -3,29 +3,27 @@ package worker
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
+	"github.com/flotilla-dev/flotilla/platform/service"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-
-	"github.com/flotilla-dev/flotilla/platform/health"
 )
 
 // Options configure the apply service: one worker (Cluster and Kubeconfig) or
 // one per kubeconfig file in KubeconfigDir, in one process.
 type Options struct {
-	// NATSURL is the bus. NATSCredentials is a .creds file, optional.
-	NATSURL         string
-	NATSCredentials string
+	// Options are the shared service settings; the role is always service.Member: an
+	// apply worker keeps no database and declares no streams.
+	service.Options
 	// Cluster and Kubeconfig run one worker for one member.
 	Cluster    string
 	Kubeconfig string
@@ -37,10 +35,26 @@ type Options struct {
 	HeartbeatPeriod time.Duration
 	ResyncPeriod    time.Duration
 	Placements      int
-	// HealthAddr, when set, serves /healthz and /readyz (ready while
-	// connected to NATS).
-	HealthAddr string
-	Logger     *slog.Logger
+}
+
+// RegisterFlags adds the apply service's own flags.
+func (o *Options) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.Cluster, "cluster", "", "member cluster name (with --kubeconfig)")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig of the member (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
+	fs.StringVar(&o.KubeconfigDir, "kubeconfig-dir", "", "run a worker per kubeconfig file in this directory, named after the file")
+	fs.DurationVar(&o.HeartbeatPeriod, "heartbeat-period", 0, "member heartbeat period (default 60s)")
+	fs.DurationVar(&o.ResyncPeriod, "resync-period", 0, "re-apply every placement this often (default 5m)")
+	fs.IntVar(&o.Placements, "placements", 0, "placements applied at once per member (default 4)")
+}
+
+// Validate checks the shared options and the worker's tuning; Members checks which
+// members to run for.
+func (o *Options) Validate() error {
+	errs := []error{o.Options.Validate()}
+	if o.HeartbeatPeriod < 0 || o.ResyncPeriod < 0 || o.Placements < 0 {
+		errs = append(errs, errors.New("--heartbeat-period, --resync-period and --placements must not be negative"))
+	}
+	return errors.Join(errs...)
 }
 
 // Member is a member cluster to run a worker for.
@@ -109,51 +123,28 @@ func restConfig(path string) (*rest.Config, error) {
 }
 
 // Run connects to the bus and runs a worker for each member until ctx ends.
-func Run(ctx context.Context, opts Options) error {
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
+func Run(ctx context.Context, opts Options) (err error) {
+	defer func() { err = service.Stopped(ctx, err) }()
+	opts.Role = service.Member
+	if err := opts.Validate(); err != nil {
+		return err
 	}
 	members, err := opts.Members()
 	if err != nil {
 		return err
 	}
-	natsOpts := []nats.Option{nats.Name("flotilla-apply"), nats.MaxReconnects(-1)}
-	if opts.NATSCredentials != "" {
-		natsOpts = append(natsOpts, nats.UserCredentials(opts.NATSCredentials))
-	}
-	url := opts.NATSURL
-	if url == "" {
-		url = nats.DefaultURL
-	}
-	nc, err := nats.Connect(url, natsOpts...)
+	env, err := service.Open(ctx, "apply", opts.Options)
 	if err != nil {
-		return fmt.Errorf("connect to NATS at %s: %w", url, err)
+		return err
 	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return fmt.Errorf("jetstream: %w", err)
-	}
+	defer env.Close()
 	cfg := Config{
 		HeartbeatPeriod: opts.HeartbeatPeriod,
 		ResyncPeriod:    opts.ResyncPeriod,
 		Placements:      opts.Placements,
-		Logger:          opts.Logger,
+		Logger:          env.Log,
 	}
-	if opts.HealthAddr == "" {
-		return RunMembers(ctx, js, members, cfg)
-	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		return health.Serve(gctx, opts.HealthAddr, func(context.Context) error {
-			if nc.Status() != nats.CONNECTED {
-				return errors.New("not connected to NATS")
-			}
-			return nil
-		})
-	})
-	g.Go(func() error { return RunMembers(gctx, js, members, cfg) })
-	return g.Wait()
+	return env.Run(ctx, func(ctx context.Context) error { return RunMembers(ctx, env.JS, members, cfg) })
 }
 
 // RunMembers runs a worker per member on js until ctx ends, each configured

@@ -6,6 +6,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -15,17 +16,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/flotilla-dev/flotilla/platform/natsconn"
 	"github.com/flotilla-dev/flotilla/services/fleetctl/query"
 )
 
-// DefaultNATSURL is where fleetctl looks for NATS without --nats or
-// FLOTILLA_NATS_URL: where `make run` and the standalone binary listen.
-const DefaultNATSURL = "nats://127.0.0.1:4222"
-
-// Environment variables fleetctl reads.
+// Environment variables fleetctl reads (package natsconn has the others).
 const (
-	EnvNATSURL   = "FLOTILLA_NATS_URL"
-	EnvNATSCreds = "FLOTILLA_NATS_CREDS"
+	EnvNATSURL   = natsconn.EnvURL
+	EnvNATSCreds = natsconn.EnvCredentials
 )
 
 // Options connect Run to its process.
@@ -44,8 +42,7 @@ type app struct {
 	out, err io.Writer
 	now      func() time.Time
 
-	natsURL        string
-	natsCreds      string
+	nats           natsconn.Settings
 	requestTimeout time.Duration
 }
 
@@ -96,13 +93,10 @@ Kubernetes manifest for the hub, then watch placements converge:
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	root.CompletionOptions.DisableDefaultCmd = true
-	natsURL := getenv(EnvNATSURL)
-	if natsURL == "" {
-		natsURL = DefaultNATSURL
-	}
 	pf := root.PersistentFlags()
-	pf.StringVar(&a.natsURL, "nats", natsURL, "NATS server URL (default from "+EnvNATSURL+")")
-	pf.StringVar(&a.natsCreds, "nats-creds", getenv(EnvNATSCreds), "NATS credentials file (default from "+EnvNATSCreds+")")
+	natsFlags := flag.NewFlagSet("nats", flag.ContinueOnError)
+	a.nats.Register(natsFlags, getenv)
+	pf.AddGoFlagSet(natsFlags)
 	pf.DurationVar(&a.requestTimeout, "request-timeout", query.DefaultTimeout, "how long to wait for each answer from NATS and the status service")
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return fmt.Errorf("%w\nSee '%s --help' for usage", err, cmd.CommandPath())
@@ -126,17 +120,17 @@ func usageError(cmd *cobra.Command, format string, args ...any) error {
 
 // connect opens a NATS connection, or says how to get one.
 func (a *app) connect() (*nats.Conn, error) {
-	opts := []nats.Option{nats.Name("fleetctl"), nats.Timeout(a.requestTimeout)}
-	if a.natsCreds != "" {
-		opts = append(opts, nats.UserCredentials(a.natsCreds))
+	if err := a.nats.Validate(); err != nil {
+		return nil, err
 	}
-	nc, err := nats.Connect(a.natsURL, opts...)
+	opts := append([]nats.Option{nats.Name("fleetctl"), nats.Timeout(a.requestTimeout)}, a.nats.Options()...)
+	nc, err := nats.Connect(a.nats.URL, opts...)
 	if err != nil {
 		hint := fmt.Sprintf("start Flotilla with `make run` (or the standalone binary), or point fleetctl at your NATS server with --nats URL or %s", EnvNATSURL)
 		if errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) {
 			hint = fmt.Sprintf("check the credentials given with --nats-creds or %s", EnvNATSCreds)
 		}
-		return nil, fmt.Errorf("cannot reach NATS at %s (%v): %s", a.natsURL, err, hint)
+		return nil, fmt.Errorf("cannot reach NATS at %s (%v): %s", a.nats.Redacted(), err, hint)
 	}
 	return nc, nil
 }
@@ -145,15 +139,15 @@ func (a *app) connect() (*nats.Conn, error) {
 func (a *app) jetStream(ctx context.Context, nc *nats.Conn) (jetstream.JetStream, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return nil, fmt.Errorf("open JetStream on %s: %w", a.natsURL, err)
+		return nil, fmt.Errorf("open JetStream on %s: %w", a.nats.Redacted(), err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, a.requestTimeout)
 	defer cancel()
 	if _, err := js.AccountInfo(ctx); err != nil {
 		if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
-			return nil, fmt.Errorf("the NATS server at %s has no JetStream; Flotilla needs a server started with JetStream (nats-server -js), as `make run` starts", a.natsURL)
+			return nil, fmt.Errorf("the NATS server at %s has no JetStream; Flotilla needs a server started with JetStream (nats-server -js), as `make run` starts", a.nats.Redacted())
 		}
-		return nil, fmt.Errorf("JetStream on %s: %w", a.natsURL, err)
+		return nil, fmt.Errorf("JetStream on %s: %w", a.nats.Redacted(), err)
 	}
 	return js, nil
 }
