@@ -118,85 +118,32 @@ func run(ctx context.Context, o options, out, progress io.Writer) (err error) {
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
 		return fmt.Errorf("-log-level: %w", err)
 	}
+	dataDir, cleanUp, err := prepareDataDir(o, progress)
+	if err != nil {
+		return err
+	}
+	defer func() { cleanUp(err) }()
 
-	dataDir := o.dataDir
-	if dataDir == "" {
-		// Under /tmp and world-readable: a local PostgreSQL runs as the postgres user when
-		// this runs as root, and must reach its data there.
-		if dataDir, err = os.MkdirTemp("/tmp", "flotilla-bench-"); err != nil {
-			return err
-		}
-		if err := os.Chmod(dataDir, 0o755); err != nil {
-			return err
-		}
-		if !o.keep {
-			defer func() {
-				if err != nil {
-					fmt.Fprintf(progress, "\nlast lines of the services' log:\n%s\n", tail(filepath.Join(dataDir, "flotilla.log"), 40))
-				}
-				os.RemoveAll(dataDir)
-			}()
-		}
-	}
-	if o.keep {
-		fmt.Fprintf(progress, "data dir (kept): %s\n", dataDir)
-	}
-
-	// The stack runs until stopStack, which waits for it to shut down: members, PostgreSQL
-	// and NATS are stopped before this returns, whatever happened.
-	stackCtx, cancelStack := context.WithCancel(context.WithoutCancel(ctx))
-	ready := make(chan standalone.Endpoints, 1)
-	stackErr := make(chan error, 1)
-	go func() {
-		stackErr <- standalone.Run(stackCtx, standalone.Config{
-			DataDir:        dataDir,
-			NATSListen:     "127.0.0.1:0",
-			LocalMembers:   o.members,
-			KubeBinDir:     binDir,
-			SimulatedNodes: true,
-			Out:            progress,
-			LogLevel:       level,
-			Ready:          func(e standalone.Endpoints) { ready <- e },
-		})
-	}()
-	stopped := false
-	stopStack := func() error {
-		if stopped {
-			return nil
-		}
-		stopped = true
-		cancelStack()
-		return <-stackErr
-	}
+	st := startStack(ctx, standalone.Config{
+		DataDir:        dataDir,
+		NATSListen:     "127.0.0.1:0",
+		LocalMembers:   o.members,
+		KubeBinDir:     binDir,
+		SimulatedNodes: true,
+		Out:            progress,
+		LogLevel:       level,
+	})
 	defer func() {
-		if serr := stopStack(); serr != nil {
+		if serr := st.stop(); serr != nil {
 			err = errors.Join(err, fmt.Errorf("the standalone stack: %w", serr))
 		}
 	}()
-
-	var ep standalone.Endpoints
-	select {
-	case ep = <-ready:
-	case err := <-stackErr:
-		stopped = true
-		if err == nil {
-			err = errors.New("it stopped")
-		}
-		return fmt.Errorf("standalone did not start: %w", err)
-	case <-ctx.Done():
-		return ctx.Err()
+	ep, err := st.waitReady(ctx)
+	if err != nil {
+		return err
 	}
-	// A stack that fails mid-run ends the benchmark.
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := st.endOnFailure(ctx)
 	defer cancel()
-	go func() {
-		select {
-		case err := <-stackErr:
-			stackErr <- err
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 
 	b, closeBench, err := newBench(ctx, ep, o, kubectl, dataDir, progress)
 	if err != nil {
@@ -217,36 +164,77 @@ func run(ctx context.Context, o options, out, progress io.Writer) (err error) {
 		}
 		strategy += fmt.Sprintf(", %d idle placements in place", o.idle)
 	}
-	fmt.Fprintf(progress, "\nbenchmark: %d warm-up and %d measured run(s), %s\n", o.warmup, o.runs, strategy)
+	return b.runAll(ctx, o, strategy, out)
+}
+
+// prepareDataDir returns the standalone's data dir and what to do with it at
+// the end: a temporary one is removed unless kept, after showing the tail of
+// the services' log when the benchmark failed.
+func prepareDataDir(o options, progress io.Writer) (dir string, cleanUp func(err error), err error) {
+	cleanUp = func(error) {}
+	dir = o.dataDir
+	if dir == "" {
+		// Under /tmp and world-readable: a local PostgreSQL runs as the postgres user when
+		// this runs as root, and must reach its data there.
+		if dir, err = os.MkdirTemp("/tmp", "flotilla-bench-"); err != nil {
+			return "", nil, err
+		}
+		if err := os.Chmod(dir, 0o755); err != nil {
+			return "", nil, err
+		}
+		if !o.keep {
+			cleanUp = func(err error) {
+				if err != nil {
+					fmt.Fprintf(progress, "\nlast lines of the services' log:\n%s\n", tail(filepath.Join(dir, "flotilla.log"), 40))
+				}
+				os.RemoveAll(dir)
+			}
+		}
+	}
+	if o.keep {
+		fmt.Fprintf(progress, "data dir (kept): %s\n", dir)
+	}
+	return dir, cleanUp, nil
+}
+
+// runAll makes the warm-up and the measured runs and prints the results; a
+// failed run still prints those measured before it.
+func (b *bench) runAll(ctx context.Context, o options, strategy string, out io.Writer) error {
+	fmt.Fprintf(b.progress, "\nbenchmark: %d warm-up and %d measured run(s), %s\n", o.warmup, o.runs, strategy)
 	var res results
 	for i := range o.warmup + o.runs {
 		label := fmt.Sprintf("%02d", i-o.warmup+1)
 		if i < o.warmup {
 			label = fmt.Sprintf("w%d", i+1)
 		}
-		f, err := b.runFlotilla(ctx, label, o.maxUnavailable)
-		if err == nil {
-			var k, c baselineRun
-			if k, err = b.runKubectl(ctx, label); err == nil {
-				if c, err = b.runClientGo(ctx, label); err == nil {
-					fmt.Fprintln(progress, runLine(label, f, k, c))
-					if i >= o.warmup {
-						res.flotilla = append(res.flotilla, f)
-						res.kubectl = append(res.kubectl, k)
-						res.clientG = append(res.clientG, c)
-					}
-				}
-			}
-		}
+		f, k, c, err := b.runOnce(ctx, label, o.maxUnavailable)
 		if err != nil {
 			if len(res.flotilla) > 0 {
 				res.print(out, o.members, strategy)
 			}
 			return fmt.Errorf("run %s: %w", label, err)
 		}
+		fmt.Fprintln(b.progress, runLine(label, f, k, c))
+		if i >= o.warmup {
+			res.flotilla = append(res.flotilla, f)
+			res.kubectl = append(res.kubectl, k)
+			res.clientG = append(res.clientG, c)
+		}
 	}
 	res.print(out, o.members, strategy)
 	return nil
+}
+
+// runOnce makes the same changes with Flotilla, kubectl and client-go.
+func (b *bench) runOnce(ctx context.Context, label, maxUnavailable string) (f placementRun, k, c baselineRun, err error) {
+	if f, err = b.runFlotilla(ctx, label, maxUnavailable); err != nil {
+		return f, k, c, err
+	}
+	if k, err = b.runKubectl(ctx, label); err != nil {
+		return f, k, c, err
+	}
+	c, err = b.runClientGo(ctx, label)
+	return f, k, c, err
 }
 
 func newBench(ctx context.Context, ep standalone.Endpoints, o options, kubectl, dataDir string, progress io.Writer) (*bench, func(), error) {
