@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"maps"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -25,8 +23,6 @@ import (
 	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/events/bus"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata")
 
 // unreachable is a NATS URL nothing listens on: commands that must fail
 // before connecting are run against it.
@@ -60,27 +56,6 @@ func fleetctl(t *testing.T, in string, args ...string) result {
 		Now:    func() time.Time { return testNow },
 	})
 	return result{out: out.String(), err: errOut.String(), e: err}
-}
-
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", "golden", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read golden file (run go test -update to create it): %v", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("output differs from %s (run go test -update to accept):\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
 }
 
 // storedEvents returns every event on the EVENTS stream, oldest first, with

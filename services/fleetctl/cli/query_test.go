@@ -14,6 +14,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
+	"github.com/flotilla-dev/flotilla/harness/golden"
 	"github.com/flotilla-dev/flotilla/harness/natsserver"
 )
 
@@ -101,7 +102,7 @@ func TestGet(t *testing.T) {
 			if r.e != nil {
 				t.Fatalf("%v\n%s", r.e, r.err)
 			}
-			golden(t, "get-"+tc.name+".txt", []byte(r.out))
+			golden.Check(t, "testdata/golden/get-"+tc.name+".txt", []byte(r.out))
 		})
 	}
 }
@@ -146,7 +147,7 @@ func TestDescribe(t *testing.T) {
 	if r.e != nil {
 		t.Fatal(r.e)
 	}
-	golden(t, "describe-web-2-crp.txt", []byte(r.out))
+	golden.Check(t, "testdata/golden/describe-web-2-crp.txt", []byte(r.out))
 	r = fleetctl(t, "", append([]string{"describe", "members"}, nats...)...)
 	if r.e != nil {
 		t.Fatal(r.e)
@@ -180,7 +181,7 @@ func TestHistoryAndTakeovers(t *testing.T) {
 	if r.e != nil {
 		t.Fatal(r.e)
 	}
-	golden(t, "history-web-2-crp.txt", []byte(r.out))
+	golden.Check(t, "testdata/golden/history-web-2-crp.txt", []byte(r.out))
 	r = fleetctl(t, "", append([]string{"history", "crp", "nope"}, nats...)...)
 	if r.e == nil || r.e.Error() != `clusterresourceplacement.placement.kubernetes-fleet.io "nope" not found` {
 		t.Errorf("history of a missing placement: %v", r.e)
@@ -190,7 +191,7 @@ func TestHistoryAndTakeovers(t *testing.T) {
 	if r.e != nil {
 		t.Fatal(r.e)
 	}
-	golden(t, "takeovers-web-2-crp.txt", []byte(r.out))
+	golden.Check(t, "testdata/golden/takeovers-web-2-crp.txt", []byte(r.out))
 	if got := f.queries[len(f.queries)-1]; got != (events.TakeoverQuery{Placement: "web-2-crp", Limit: 5}) {
 		t.Errorf("query = %+v", got)
 	}

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/flotilla-dev/flotilla/harness/golden"
 )
 
 // TestApplyReportsEveryProblem applies each file under testdata/invalid and
@@ -34,7 +36,7 @@ func TestApplyReportsEveryProblem(t *testing.T) {
 					t.Errorf("problem line does not start with the file and document: %q", line)
 				}
 			}
-			golden(t, "apply-invalid-"+filepath.Base(f)+".txt", []byte(r.combined()))
+			golden.Check(t, "testdata/golden/apply-invalid-"+filepath.Base(f)+".txt", []byte(r.combined()))
 		})
 	}
 }

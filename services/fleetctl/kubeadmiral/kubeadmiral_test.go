@@ -1,8 +1,6 @@
 package kubeadmiral
 
 import (
-	"bytes"
-	"flag"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -13,27 +11,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-dev/flotilla/events/api"
+	"github.com/flotilla-dev/flotilla/harness/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata")
-
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read golden file (run go test -update to create it): %v", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("output differs from %s (run go test -update to accept):\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
-}
 
 func decodePolicy(t *testing.T, text string) Policy {
 	t.Helper()
@@ -99,7 +78,7 @@ func TestSeed004(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "seed-004-3.placements.yaml", out)
+	golden.Check(t, "testdata/seed-004-3.placements.yaml", out)
 }
 
 func TestPolicyMapping(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
+	"github.com/flotilla-dev/flotilla/harness/golden"
 )
 
 func TestParseOutput(t *testing.T) {
@@ -99,7 +100,7 @@ func TestPlacements(t *testing.T) {
 			if err := p.Placements(&buf, items, tc.single); err != nil {
 				t.Fatal(err)
 			}
-			golden(t, "placements-"+tc.name+".txt", buf.Bytes())
+			golden.Check(t, "testdata/golden/placements-"+tc.name+".txt", buf.Bytes())
 		})
 	}
 }
@@ -141,7 +142,7 @@ func TestMembers(t *testing.T) {
 			if err := (Printer{Output: out, Now: clock}).Members(&buf, members, false); err != nil {
 				t.Fatal(err)
 			}
-			golden(t, "members-"+tc.name+".txt", buf.Bytes())
+			golden.Check(t, "testdata/golden/members-"+tc.name+".txt", buf.Bytes())
 		})
 	}
 }
@@ -225,7 +226,7 @@ func TestSeedJQCommand(t *testing.T) {
 	if err != nil {
 		t.Fatalf("jq: %v", err)
 	}
-	golden(t, "seed-000-jq.json", got)
+	golden.Check(t, "testdata/golden/seed-000-jq.json", got)
 }
 
 // shape lists the keys of a JSON object, recursively, to compare structure.
@@ -262,7 +263,7 @@ func TestDescribePlacement(t *testing.T) {
 			if err := (Printer{Now: clock}).DescribePlacement(&buf, &tc.crp); err != nil {
 				t.Fatal(err)
 			}
-			golden(t, "describe-"+tc.name+".txt", buf.Bytes())
+			golden.Check(t, "testdata/golden/describe-"+tc.name+".txt", buf.Bytes())
 		})
 	}
 }
@@ -295,7 +296,7 @@ func TestDescribeMember(t *testing.T) {
 	if err := (Printer{Now: clock}).DescribeMember(&buf, &m); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "describe-member-1.txt", buf.Bytes())
+	golden.Check(t, "testdata/golden/describe-member-1.txt", buf.Bytes())
 }
 
 func historyFixture() *events.PlacementHistory {
@@ -331,7 +332,7 @@ func TestHistory(t *testing.T) {
 			if err := (Printer{Output: out, Now: clock}).History(&buf, historyFixture()); err != nil {
 				t.Fatal(err)
 			}
-			golden(t, "history-"+tc.name+".txt", buf.Bytes())
+			golden.Check(t, "testdata/golden/history-"+tc.name+".txt", buf.Bytes())
 		})
 	}
 }
@@ -363,7 +364,7 @@ func TestTakeovers(t *testing.T) {
 			if err := (Printer{Output: out, Now: clock}).Takeovers(&buf, takeoversFixture()); err != nil {
 				t.Fatal(err)
 			}
-			golden(t, "takeovers-"+tc.name+".txt", buf.Bytes())
+			golden.Check(t, "testdata/golden/takeovers-"+tc.name+".txt", buf.Bytes())
 		})
 	}
 }
