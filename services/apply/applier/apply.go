@@ -263,32 +263,8 @@ func (r *run) process(ctx context.Context, t *tracked) {
 
 	takingOver := false
 	if live != nil && !ours {
-		if others := otherOwners(live, owners); len(others) > 0 && !r.strategy.AllowCoOwnership {
-			r.fail(t, api.ManifestFailedToTakeOverReason, fmt.Errorf(
-				"cannot take over object: it is owned by %s and co-ownership is not allowed", strings.Join(others, ", ")))
-			r.decide(t, api.ManifestFailedToTakeOverReason, nil)
+		if !r.mayTakeOver(ctx, t, desired, live, owners) {
 			return
-		}
-		switch r.strategy.WhenToTakeOver {
-		case api.WhenToTakeOverTypeNever:
-			r.fail(t, api.ManifestNotTakenOverReason, errors.New(api.NotTakenOverError))
-			r.decide(t, api.ManifestNotTakenOverReason, nil)
-			return
-		case api.WhenToTakeOverTypeIfNoDiff:
-			diffs, err := a.compare(ctx, t, desired, live, r.strategy.ComparisonOption)
-			if err != nil {
-				r.fail(t, api.ManifestApplyFailedReason, fmt.Errorf("compare with the member object before taking it over: %w", err))
-				return
-			}
-			if len(diffs) > 0 {
-				r.fail(t, api.ManifestFailedToTakeOverReason, errors.New(api.FailedToTakeOverError))
-				t.result.Diffs = diffs
-				if t.firstDiffed.IsZero() {
-					t.firstDiffed = r.now
-				}
-				r.decide(t, api.ManifestFailedToTakeOverReason, diffs)
-				return
-			}
 		}
 		takingOver = true
 	}
@@ -297,18 +273,7 @@ func (r *run) process(ctx context.Context, t *tracked) {
 		live.GetLabels()[manifest.ManifestHashLabel] == t.obj.Hash {
 		// The same manifest was applied before: any difference now was
 		// made on the member.
-		drifts, err := a.compare(ctx, t, desired, live, r.strategy.ComparisonOption)
-		if err != nil {
-			r.fail(t, api.ManifestFailedToRunDriftDetectionReason, err)
-			return
-		}
-		if len(drifts) > 0 {
-			r.fail(t, api.ManifestFoundDriftsReason, errors.New(api.FoundDriftsError))
-			t.result.Drifts = drifts
-			t.result.ObservedGeneration = live.GetGeneration()
-			if t.firstDrifted.IsZero() {
-				t.firstDrifted = r.now
-			}
+		if r.drifted(ctx, t, desired, live) {
 			return
 		}
 	}
@@ -324,6 +289,60 @@ func (r *run) process(ctx context.Context, t *tracked) {
 	if live == nil && t.obj.Resource.Group == "" && t.obj.Resource.Kind == "Namespace" {
 		r.createdNamespace(t.obj.Object.GetName())
 	}
+}
+
+// mayTakeOver says whether the run may take over live, an object the
+// placement does not own, under the strategy's takeover and co-ownership
+// rules; when not, it records why on t and as a takeover decision.
+func (r *run) mayTakeOver(ctx context.Context, t *tracked, desired, live *unstructured.Unstructured, owners []string) bool {
+	if others := otherOwners(live, owners); len(others) > 0 && !r.strategy.AllowCoOwnership {
+		r.fail(t, api.ManifestFailedToTakeOverReason, fmt.Errorf(
+			"cannot take over object: it is owned by %s and co-ownership is not allowed", strings.Join(others, ", ")))
+		r.decide(t, api.ManifestFailedToTakeOverReason, nil)
+		return false
+	}
+	switch r.strategy.WhenToTakeOver {
+	case api.WhenToTakeOverTypeNever:
+		r.fail(t, api.ManifestNotTakenOverReason, errors.New(api.NotTakenOverError))
+		r.decide(t, api.ManifestNotTakenOverReason, nil)
+		return false
+	case api.WhenToTakeOverTypeIfNoDiff:
+		diffs, err := r.a.compare(ctx, t, desired, live, r.strategy.ComparisonOption)
+		if err != nil {
+			r.fail(t, api.ManifestApplyFailedReason, fmt.Errorf("compare with the member object before taking it over: %w", err))
+			return false
+		}
+		if len(diffs) > 0 {
+			r.fail(t, api.ManifestFailedToTakeOverReason, errors.New(api.FailedToTakeOverError))
+			t.result.Diffs = diffs
+			if t.firstDiffed.IsZero() {
+				t.firstDiffed = r.now
+			}
+			r.decide(t, api.ManifestFailedToTakeOverReason, diffs)
+			return false
+		}
+	}
+	return true
+}
+
+// drifted says whether live drifted from desired, or drift detection
+// failed, recording either on t: such an object is not applied.
+func (r *run) drifted(ctx context.Context, t *tracked, desired, live *unstructured.Unstructured) bool {
+	drifts, err := r.a.compare(ctx, t, desired, live, r.strategy.ComparisonOption)
+	if err != nil {
+		r.fail(t, api.ManifestFailedToRunDriftDetectionReason, err)
+		return true
+	}
+	if len(drifts) > 0 {
+		r.fail(t, api.ManifestFoundDriftsReason, errors.New(api.FoundDriftsError))
+		t.result.Drifts = drifts
+		t.result.ObservedGeneration = live.GetGeneration()
+		if t.firstDrifted.IsZero() {
+			t.firstDrifted = r.now
+		}
+		return true
+	}
+	return false
 }
 
 // applyTracked applies desired for t and records the outcome, including the
