@@ -9,11 +9,13 @@ import (
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats.go/jetstream"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/events/bus"
+	"github.com/flotilla-dev/flotilla/harness/poll"
 )
 
 // ifNoDiffStep is seed 000's second step: the placement moves to IfNoDiff;
@@ -216,7 +218,7 @@ func TestDeletedPlacement(t *testing.T) {
 	if r, _ := query[events.PlacementHistory](f, events.QueryHistory, events.NameQuery{Name: "web-2-crp"}); r.NotFound || len(r.Result.Snapshots) != 1 {
 		t.Errorf("history after delete = %+v", r)
 	}
-	f.eventually("watchers see the deletion", func() error {
+	poll.Until(f.t, time.Minute, "watchers see the deletion", func() error {
 		changes := f.statusChanges()
 		if n := len(changes); n > 0 && changes[n-1].Placement.DeletionTimestamp != nil &&
 			changes[n-1].Placement.DeletionTimestamp.Time.Equal(t0.Add(time.Minute)) {
@@ -230,7 +232,7 @@ func TestDeletedPlacement(t *testing.T) {
 	f.publish(subject(events.PlacementSubject("web-2-crp")), again)
 	f.handled(again.ID())
 	r, _ := query[api.ClusterResourcePlacement](f, events.QueryGetPlacement, events.NameQuery{Name: "web-2-crp"})
-	c := condition(r.Result.Status.Conditions, string(api.ClusterResourcePlacementScheduledConditionType))
+	c := meta.FindStatusCondition(r.Result.Status.Conditions, string(api.ClusterResourcePlacementScheduledConditionType))
 	if r.Result.Generation != 2 || c == nil || c.Reason != api.SchedulePendingReason || len(r.Result.Status.PlacementStatuses) != 0 ||
 		!r.Result.CreationTimestamp.Time.Equal(t0.Add(2*time.Minute)) {
 		t.Errorf("re-created placement: %s", mustMarshal(t, r.Result))

@@ -4,10 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -19,12 +17,11 @@ import (
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/events/bus"
+	"github.com/flotilla-dev/flotilla/harness/poll"
 	"github.com/flotilla-dev/flotilla/harness/postgres"
 	"github.com/flotilla-dev/flotilla/harness/servicetest"
 	"github.com/flotilla-dev/flotilla/services/status"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata")
 
 func TestMain(m *testing.M) { os.Exit(postgres.RunMain(m)) }
 
@@ -49,7 +46,7 @@ func (f *fixture) startStatus(now time.Time) {
 	cfg := status.Config{Options: f.Options(), Now: func() time.Time { return now }}
 	f.Run("status", func(ctx context.Context) error { return status.Run(ctx, cfg) })
 	// Queries are answered once the service is up.
-	f.eventually("the query service answers", func() error {
+	poll.Until(f.t, time.Minute, "the query service answers", func() error {
 		_, err := f.NC.Request("$SRV.PING."+events.QueryService, nil, time.Second)
 		return err
 	})
@@ -92,25 +89,10 @@ func (f *fixture) redeliver(subject string, ev cloudevents.Event) {
 	}
 }
 
-func (f *fixture) eventually(what string, check func() error) {
-	f.t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			f.t.Fatalf("%s: still not so after a minute: %v", what, err)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-}
-
 // handled waits until the status service has handled the event with this id.
 func (f *fixture) handled(id string) {
 	f.t.Helper()
-	f.eventually("event "+id+" handled", func() error {
+	poll.Until(f.t, time.Minute, "event "+id+" handled", func() error {
 		var n int
 		if err := f.Pool.QueryRow(f.t.Context(), `select count(*) from inbox where consumer = 'status' and event_id = $1`, id).Scan(&n); err != nil {
 			return err
@@ -138,33 +120,6 @@ func query[R any](f *fixture, endpoint string, q any) (events.QueryReply[R], mic
 		f.t.Fatalf("query %s: reply %s: %v", endpoint, msg.Data, err)
 	}
 	return reply, micro.Headers(msg.Header)
-}
-
-// golden compares got with testdata/name, or rewrites it with -update.
-func golden(t *testing.T, name string, got any) {
-	t.Helper()
-	data, err := json.MarshalIndent(got, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	data = append(data, '\n')
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if string(want) != string(data) {
-		t.Errorf("%s differs from the golden file (run with -update after checking):\n got %s\nwant %s", name, data, want)
-	}
 }
 
 // Seed 000's placement and members.

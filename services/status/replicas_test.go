@@ -13,6 +13,7 @@ import (
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/events/bus"
+	"github.com/flotilla-dev/flotilla/harness/poll"
 )
 
 // Two replicas share the durable consumer: events of one placement are folded
@@ -148,7 +149,7 @@ func publishAsync(b *testing.B, f *fixture, n int, next func(i int) (typ string,
 
 func waitAudited(b *testing.B, f *fixture, n int) {
 	b.Helper()
-	f.eventually(fmt.Sprintf("%d events audited", n), func() error {
+	poll.Until(f.t, time.Minute, fmt.Sprintf("%d events audited", n), func() error {
 		var got int
 		if err := f.Pool.QueryRow(context.Background(), `select count(*) from audit_log where type <> $1`, events.TypePlacementStatusChanged).Scan(&got); err != nil {
 			return err

@@ -8,8 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
+	"github.com/flotilla-dev/flotilla/harness/poll"
 	"github.com/flotilla-dev/flotilla/services/scheduler"
 )
 
@@ -43,22 +46,22 @@ func TestHistoryWithTheScheduler(t *testing.T) {
 	// decision to count as current.
 	place(api.WhenToTakeOverTypeIfNoDiff)
 
-	f.eventually("the placement is scheduled on both members", func() error {
+	poll.Until(f.t, time.Minute, "the placement is scheduled on both members", func() error {
 		r, _ := query[api.ClusterResourcePlacement](f, events.QueryGetPlacement, events.NameQuery{Name: "web-2-crp"})
-		c := condition(r.Result.Status.Conditions, string(api.ClusterResourcePlacementScheduledConditionType))
+		c := meta.FindStatusCondition(r.Result.Status.Conditions, string(api.ClusterResourcePlacementScheduledConditionType))
 		if r.Result.Generation != 2 || c == nil || c.Reason != api.SchedulingPolicyFulfilledReason || c.ObservedGeneration != 2 ||
 			len(r.Result.Status.PlacementStatuses) != 2 {
 			return fmt.Errorf("generation %d, status %s", r.Result.Generation, mustMarshal(t, r.Result.Status))
 		}
 		for _, ps := range r.Result.Status.PlacementStatuses {
-			s := condition(ps.Conditions, "Scheduled")
+			s := meta.FindStatusCondition(ps.Conditions, "Scheduled")
 			if want := api.ScheduledMessage(ps.ClusterName, 0, 0); s == nil || s.Message != want {
 				return fmt.Errorf("%s Scheduled = %+v, want message %q", ps.ClusterName, s, want)
 			}
 		}
 		return nil
 	})
-	f.eventually("the history holds the decisions", func() error {
+	poll.Until(f.t, time.Minute, "the history holds the decisions", func() error {
 		r, _ := query[events.PlacementHistory](f, events.QueryHistory, events.NameQuery{Name: "web-2-crp"})
 		var added []string
 		for _, d := range r.Result.Decisions {

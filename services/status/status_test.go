@@ -11,10 +11,13 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
+	"github.com/flotilla-dev/flotilla/harness/golden"
+	"github.com/flotilla-dev/flotilla/harness/poll"
 )
 
 // story publishes seed 000's first step as the services would: the members
@@ -101,7 +104,7 @@ func TestStatusFoldsTheStory(t *testing.T) {
 		if gen != 1 {
 			t.Errorf("observed_generation = %d", gen)
 		}
-		golden(t, "web-2-crp.status.json", st)
+		golden.CheckJSON(t, "testdata/web-2-crp.status.json", st)
 
 		// The seed's jq command prints exactly the seed's entry.
 		var entries []map[string]any
@@ -211,7 +214,7 @@ func TestStatusFoldsTheStory(t *testing.T) {
 			t.Errorf("audit_log holds %d rows (%d of the redelivered report), want %d (1)", total, reports, len(ids)+1)
 		}
 		// The status events the service publishes come back to it: audited too.
-		f.eventually("status events audited", func() error {
+		poll.Until(t, time.Minute, "status events audited", func() error {
 			var audited, enqueued int
 			err := f.Pool.QueryRow(t.Context(), `select (select count(*) from audit_log where type = $1), (select count(*) from outbox where type = $1)`,
 				events.TypePlacementStatusChanged).Scan(&audited, &enqueued)
@@ -239,13 +242,13 @@ func TestStatusFoldsTheStory(t *testing.T) {
 	})
 
 	t.Run("status events", func(t *testing.T) {
-		f.eventually("the last status event shows Applied=False", func() error {
+		poll.Until(t, time.Minute, "the last status event shows Applied=False", func() error {
 			changes := f.statusChanges()
 			if len(changes) == 0 {
 				return errors.New("no status event yet")
 			}
 			last := changes[len(changes)-1].Placement
-			c := condition(last.Status.Conditions, string(api.ClusterResourcePlacementAppliedConditionType))
+			c := meta.FindStatusCondition(last.Status.Conditions, string(api.ClusterResourcePlacementAppliedConditionType))
 			if c == nil || c.Status != metav1.ConditionFalse || last.Generation != 1 || last.Spec.Strategy.ApplyStrategy.WhenToTakeOver != api.WhenToTakeOverTypeNever {
 				return fmt.Errorf("last status event: %+v", last.Status.Conditions)
 			}
@@ -269,7 +272,7 @@ func TestStatusFoldsTheStory(t *testing.T) {
 		if get.Error != "" {
 			t.Fatal(get.Error)
 		}
-		golden(t, "web-2-crp.get.json", get.Result)
+		golden.CheckJSON(t, "testdata/web-2-crp.get.json", get.Result)
 
 		list, _ := query[[]api.ClusterResourcePlacement](f, events.QueryListPlacements, events.ListQuery{LabelSelector: "team=web"})
 		if len(list.Result) != 1 || !reflect.DeepEqual(list.Result[0], get.Result) {
@@ -290,7 +293,7 @@ func TestStatusFoldsTheStory(t *testing.T) {
 		}
 
 		member, _ := query[api.MemberCluster](f, events.QueryGetMember, events.NameQuery{Name: "member-1"})
-		golden(t, "member-1.get.json", member.Result)
+		golden.CheckJSON(t, "testdata/member-1.get.json", member.Result)
 		members, _ := query[[]api.MemberCluster](f, events.QueryListMembers, events.ListQuery{})
 		var names []string
 		for _, m := range members.Result {
@@ -299,7 +302,7 @@ func TestStatusFoldsTheStory(t *testing.T) {
 		if !slices.Equal(names, []string{"member-1", "member-2"}) {
 			t.Errorf("member.list = %v", names)
 		}
-		if m2 := members.Result[1]; condition(m2.Status.Conditions, "Healthy").Reason != "MemberClusterHeartbeatPending" {
+		if m2 := members.Result[1]; meta.FindStatusCondition(m2.Status.Conditions, "Healthy").Reason != "MemberClusterHeartbeatPending" {
 			t.Errorf("member-2 without heartbeats: %+v", m2.Status.Conditions)
 		}
 		if nm, hdr := query[api.MemberCluster](f, events.QueryGetMember, events.NameQuery{Name: "member-9"}); !nm.NotFound || hdr.Get("Nats-Service-Error-Code") != "404" {
@@ -351,15 +354,6 @@ func mustPayload(t *testing.T, f *fixture, id string) json.RawMessage {
 		t.Fatal(err)
 	}
 	return raw
-}
-
-func condition(cs []metav1.Condition, t string) *metav1.Condition {
-	for i := range cs {
-		if cs[i].Type == t {
-			return &cs[i]
-		}
-	}
-	return nil
 }
 
 // seed000NotTakenOver is the entry seed 000 shows for the Never step.
