@@ -20,23 +20,14 @@ import (
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/bus"
 	"github.com/flotilla-dev/flotilla/harness/natsserver"
+	"github.com/flotilla-dev/flotilla/harness/poll"
 	"github.com/flotilla-dev/flotilla/harness/postgres"
 )
 
 func TestMain(m *testing.M) { os.Exit(postgres.RunMain(m)) }
 
-func eventually(t *testing.T, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = f(); err == nil {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("condition not met after 20s: %v", err)
-}
+// patience bounds every wait for the bus in these tests.
+const patience = 20 * time.Second
 
 func startBus(t *testing.T) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
@@ -141,7 +132,7 @@ func TestEveryEventTypeCrossesTheBus(t *testing.T) {
 			t.Fatalf("new %s: %v", typ, err)
 		}
 		if typ == events.TypeWorkTombstoned {
-			eventually(t, func() error {
+			poll.Until(t, patience, "work desired consumed before its tombstone", func() error {
 				mu.Lock()
 				defer mu.Unlock()
 				if got[events.TypeWorkDesired] == nil {
@@ -154,7 +145,7 @@ func TestEveryEventTypeCrossesTheBus(t *testing.T) {
 			t.Fatalf("publish %s: %v", typ, err)
 		}
 	}
-	eventually(t, func() error {
+	poll.Until(t, patience, "every event consumed", func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, typ := range order {
@@ -206,7 +197,7 @@ func TestBadMessagesAreDeadLetteredAndTheQueueMovesOn(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	eventually(t, func() error {
+	poll.Until(t, patience, "the good event handled once", func() error {
 		if handled.Load() != 1 {
 			return fmt.Errorf("good event handled %d times", handled.Load())
 		}
@@ -217,7 +208,7 @@ func TestBadMessagesAreDeadLetteredAndTheQueueMovesOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	var reasons []string
-	eventually(t, func() error {
+	poll.Until(t, patience, "two dead letters", func() error {
 		batch, err := dl.FetchNoWait(10)
 		if err != nil {
 			return err

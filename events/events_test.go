@@ -4,21 +4,17 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
-	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/flotilla-dev/flotilla/events"
+	"github.com/flotilla-dev/flotilla/harness/golden"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files under testdata")
-
 func goldenPath(typ string) string {
-	return filepath.Join("testdata", "payloads", strings.TrimPrefix(typ, "io.flotilla.")+".json")
+	return "testdata/payloads/" + strings.TrimPrefix(typ, "io.flotilla.") + ".json"
 }
 
 // TestGoldenPayloads checks that every event type has a golden example and
@@ -38,24 +34,11 @@ func TestGoldenPayloads(t *testing.T) {
 				t.Fatal(err)
 			}
 			want = append(want, '\n')
-			path := goldenPath(typ)
-			if *update {
-				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, want, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			golden, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("read golden file (run go test -update): %v", err)
-			}
-			if !bytes.Equal(golden, want) {
-				t.Fatalf("payload %s changed; a published type must not change (add a new version), or run -update if this is intended:\n got %s\nwant %s", typ, want, golden)
+			if !golden.Check(t, goldenPath(typ), want) {
+				t.Fatalf("payload %s changed; a published type must not change (add a new version), or run -update if this is intended", typ)
 			}
 
-			var raw json.RawMessage = golden
+			var raw json.RawMessage = want
 			ev, err := events.New(typ, "/flotilla/test", "subject", events.ID("golden", typ), raw)
 			if err != nil {
 				t.Fatalf("new event from golden file: %v", err)
@@ -71,8 +54,8 @@ func TestGoldenPayloads(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !bytes.Equal(append(again, '\n'), golden) {
-				t.Fatalf("golden payload does not round-trip:\n got %s\nwant %s", again, golden)
+			if !bytes.Equal(append(again, '\n'), want) {
+				t.Fatalf("golden payload does not round-trip:\n got %s\nwant %s", again, want)
 			}
 		})
 	}

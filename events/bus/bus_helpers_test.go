@@ -16,26 +16,8 @@ import (
 	"github.com/flotilla-dev/flotilla/harness/natsserver"
 )
 
-// checkFor polls f every step until it returns nil, failing the test with
-// f's last error after total.
-func checkFor(t testing.TB, total, step time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(total)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = f(); err == nil {
-			return
-		}
-		time.Sleep(step)
-	}
-	t.Fatalf("condition not met after %v: %v", total, err)
-}
-
-// eventually is checkFor with the timings every test here uses.
-func eventually(t testing.TB, f func() error) {
-	t.Helper()
-	checkFor(t, 15*time.Second, 20*time.Millisecond, f)
-}
+// patience bounds every wait for the bus in these tests.
+const patience = 15 * time.Second
 
 // startBus starts an embedded server with the topology in place.
 func startBus(t testing.TB, opts bus.TopologyOptions) (*nats.Conn, jetstream.JetStream) {

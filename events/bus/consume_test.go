@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/flotilla-dev/flotilla/events/bus"
+	"github.com/flotilla-dev/flotilla/harness/poll"
 )
 
 const knownType = "io.flotilla.placement.created.v1"
@@ -70,8 +71,8 @@ func TestConsumeDeliversPublishedEvent(t *testing.T) {
 
 	var r recorder
 	consumeInBackground(t, js, bus.StreamEvents, bus.ConsumerScheduler, r.handle, bus.WithDoubleAck())
-	eventually(t, func() error { return r.seen(ev.ID()) })
-	eventually(t, func() error { return settled(t.Context(), js, bus.StreamEvents, bus.ConsumerScheduler) })
+	poll.Until(t, patience, "the event handled", func() error { return r.seen(ev.ID()) })
+	poll.Until(t, patience, "the consumer settled", func() error { return settled(t.Context(), js, bus.StreamEvents, bus.ConsumerScheduler) })
 
 	evs, metas := r.calls()
 	if len(evs) != 1 {
@@ -104,8 +105,8 @@ func TestConsumeDeadLettersPoisonAndContinues(t *testing.T) {
 
 	var r recorder
 	consumeInBackground(t, js, bus.StreamEvents, bus.ConsumerScheduler, r.handle, bus.WithValidator(rejectUnknownTypes))
-	eventually(t, func() error { return r.seen("good-1") })
-	eventually(t, func() error { return settled(ctx, js, bus.StreamEvents, bus.ConsumerScheduler) })
+	poll.Until(t, patience, "the good event handled", func() error { return r.seen("good-1") })
+	poll.Until(t, patience, "the consumer settled", func() error { return settled(ctx, js, bus.StreamEvents, bus.ConsumerScheduler) })
 
 	if evs, _ := r.calls(); len(evs) != 1 {
 		t.Errorf("handler saw %d events, want only the good one", len(evs))
@@ -149,14 +150,14 @@ func TestEachConsumerDeadLettersSeparately(t *testing.T) {
 	var r recorder
 	consumeInBackground(t, js, bus.StreamEvents, bus.ConsumerScheduler, r.handle)
 	consumeInBackground(t, js, bus.StreamEvents, bus.ConsumerStatus, r.handle)
-	eventually(t, func() error {
+	poll.Until(t, patience, "a dead letter per consumer", func() error {
 		if n := len(deadLetters(t, js)); n != 2 {
 			return fmt.Errorf("%d dead letters, want one per consumer", n)
 		}
 		return nil
 	})
 	for _, c := range []string{bus.ConsumerScheduler, bus.ConsumerStatus} {
-		eventually(t, func() error { return settled(t.Context(), js, bus.StreamEvents, c) })
+		poll.Until(t, patience, "consumer "+c+" settled", func() error { return settled(t.Context(), js, bus.StreamEvents, c) })
 	}
 }
 
@@ -172,7 +173,7 @@ func TestConsumeRetriesThenSucceeds(t *testing.T) {
 		return nil
 	}}
 	consumeInBackground(t, js, bus.StreamEvents, bus.ConsumerRollout, r.handle, bus.WithRetryDelay(10*time.Millisecond, 50*time.Millisecond))
-	eventually(t, func() error {
+	poll.Until(t, patience, "three deliveries, then settled", func() error {
 		if _, metas := r.calls(); len(metas) < 3 {
 			return fmt.Errorf("%d deliveries", len(metas))
 		}
@@ -204,7 +205,7 @@ func TestConsumeRecoversFromPanic(t *testing.T) {
 		return nil
 	}}
 	consumeInBackground(t, js, bus.StreamEvents, bus.ConsumerScheduler, r.handle, bus.WithRetryDelay(10*time.Millisecond, 50*time.Millisecond))
-	eventually(t, func() error {
+	poll.Until(t, patience, "two deliveries, then settled", func() error {
 		if _, metas := r.calls(); len(metas) < 2 {
 			return fmt.Errorf("%d deliveries", len(metas))
 		}
@@ -231,7 +232,7 @@ func TestConsumeDeadLettersAfterMaxDeliver(t *testing.T) {
 		return nil
 	}}
 	consumeInBackground(t, js, bus.StreamEvents, bus.ConsumerScheduler, r.handle, bus.WithRetryDelay(10*time.Millisecond, 50*time.Millisecond))
-	eventually(t, func() error {
+	poll.Until(t, patience, "the event dead-lettered", func() error {
 		if n := len(deadLetters(t, js)); n != 1 {
 			return fmt.Errorf("%d dead letters", n)
 		}
@@ -266,7 +267,7 @@ func TestConsumeDeadLettersPermanentError(t *testing.T) {
 		return fmt.Errorf("schedule placement bad: %w", bus.Permanent(errors.New("policy names an unknown affinity key")))
 	}}
 	consumeInBackground(t, js, bus.StreamEvents, bus.ConsumerScheduler, r.handle)
-	eventually(t, func() error {
+	poll.Until(t, patience, "the permanent failure dead-lettered", func() error {
 		if n := len(deadLetters(t, js)); n != 1 {
 			return fmt.Errorf("%d dead letters", n)
 		}
@@ -293,7 +294,7 @@ func TestConsumeKeepsLongHandlerInProgress(t *testing.T) {
 		return nil
 	}}
 	consumeInBackground(t, js, bus.StreamEvents, bus.ConsumerScheduler, r.handle)
-	eventually(t, func() error { return settled(t.Context(), js, bus.StreamEvents, bus.ConsumerScheduler) })
+	poll.Until(t, patience, "the consumer settled", func() error { return settled(t.Context(), js, bus.StreamEvents, bus.ConsumerScheduler) })
 
 	c, err := js.Consumer(t.Context(), bus.StreamEvents, bus.ConsumerScheduler)
 	if err != nil {
@@ -342,7 +343,7 @@ func TestConsumeReturnsWhenConsumerDeleted(t *testing.T) {
 	go func() {
 		done <- bus.Consume(t.Context(), js, bus.StreamEvents, bus.ConsumerStatus, r.handle, bus.WithLogger(testLogger(t)))
 	}()
-	eventually(t, func() error { return r.seen("p1") }) // consuming
+	poll.Until(t, patience, "the consumer consuming", func() error { return r.seen("p1") }) // consuming
 	if err := js.DeleteConsumer(t.Context(), bus.StreamEvents, bus.ConsumerStatus); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/flotilla-dev/flotilla/events/bus"
+	"github.com/flotilla-dev/flotilla/harness/poll"
 )
 
 // TestMessageWhoseHandlerDiedIsDeadLettered: a consumer takes a message and
@@ -67,7 +68,7 @@ func TestMessageWhoseHandlerDiedIsDeadLettered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, func() error {
+	poll.Until(t, patience, "the message dead-lettered", func() error {
 		batch, err := dl.FetchNoWait(1)
 		if err != nil {
 			return err
