@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
@@ -147,19 +146,4 @@ func (c *Collected[T]) All() []T {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]T(nil), c.items...)
-}
-
-// Eventually polls check until it returns nil, failing the test with its
-// last error after timeout. The machine may be busy: keep timeouts generous.
-func Eventually(t testing.TB, timeout time.Duration, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = check(); err == nil {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("%s: not after %s: %v", what, timeout, err)
 }

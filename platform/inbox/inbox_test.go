@@ -13,6 +13,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/bus"
+	"github.com/flotilla-dev/flotilla/harness/poll"
 	"github.com/flotilla-dev/flotilla/harness/postgres"
 	"github.com/flotilla-dev/flotilla/harness/servicetest"
 	"github.com/flotilla-dev/flotilla/platform/inbox"
@@ -53,7 +54,7 @@ func TestRedeliveredEventTakesEffectOnce(t *testing.T) {
 	if _, err := bus.NewPublisher(js).Publish(t.Context(), subj, ev); err != nil {
 		t.Fatal(err)
 	}
-	servicetest.Eventually(t, 20*time.Second, "redelivery", func() error {
+	poll.Until(t, 20*time.Second, "redelivery", func() error {
 		if n := deliveries.Load(); n < 2 {
 			return fmt.Errorf("%d deliveries, want a redelivery", n)
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/bus"
+	"github.com/flotilla-dev/flotilla/harness/poll"
 	"github.com/flotilla-dev/flotilla/harness/postgres"
 	"github.com/flotilla-dev/flotilla/harness/servicetest"
 	"github.com/flotilla-dev/flotilla/platform/internal/platformtest"
@@ -64,7 +65,7 @@ func TestOutboxRelaysCommittedEventsOnce(t *testing.T) {
 		mu.Unlock()
 		return nil
 	})
-	servicetest.Eventually(t, 20*time.Second, "outbox drained", func() error {
+	poll.Until(t, 20*time.Second, "outbox drained", func() error {
 		var pending int
 		if err := pool.QueryRow(t.Context(), `select count(*) from outbox where published_at is null`).Scan(&pending); err != nil {
 			return err
