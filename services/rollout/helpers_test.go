@@ -16,12 +16,16 @@ import (
 
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
+	"github.com/flotilla-dev/flotilla/harness/poll"
 	"github.com/flotilla-dev/flotilla/harness/postgres"
 	"github.com/flotilla-dev/flotilla/harness/servicetest"
 	"github.com/flotilla-dev/flotilla/services/rollout"
 )
 
 func TestMain(m *testing.M) { os.Exit(postgres.RunMain(m)) }
+
+// patience bounds every wait for the rollout service in these tests.
+const patience = 30 * time.Second
 
 // fixture is a real NATS server and a fresh PostgreSQL database with the
 // rollout service running against them. The scheduler and apply workers are
@@ -247,27 +251,12 @@ func (f *fixture) progress(placement string) []events.RolloutProgressed {
 	return out
 }
 
-// waitFor polls f until it returns nil, failing the test with its last
-// error after 30 seconds.
-func waitFor(t *testing.T, what string, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = f(); err == nil {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("%s: %v", what, err)
-}
-
 // waitProgress waits for a RolloutProgressed of the placement that ok
 // accepts and returns it.
 func (f *fixture) waitProgress(placement, what string, ok func(events.RolloutProgressed) error) events.RolloutProgressed {
 	f.t.Helper()
 	var got events.RolloutProgressed
-	waitFor(f.t, what, func() error {
+	poll.Until(f.t, patience, what, func() error {
 		all := f.progress(placement)
 		if len(all) == 0 {
 			return fmt.Errorf("no progress of %s yet", placement)
@@ -285,7 +274,7 @@ func (f *fixture) waitProgress(placement, what string, ok func(events.RolloutPro
 func (f *fixture) waitWork(cluster, placement string, index int64) events.WorkDesired {
 	f.t.Helper()
 	var got events.WorkDesired
-	waitFor(f.t, fmt.Sprintf("work %d for %s on %s", index, placement, cluster), func() error {
+	poll.Until(f.t, patience, fmt.Sprintf("work %d for %s on %s", index, placement, cluster), func() error {
 		ws := f.works(cluster, placement)
 		if len(ws) == 0 {
 			return fmt.Errorf("no work yet")
@@ -303,7 +292,7 @@ func (f *fixture) waitWork(cluster, placement string, index int64) events.WorkDe
 // applied and available, as the rollout sees it.
 func (f *fixture) waitReady(placement string, clusters ...string) {
 	f.t.Helper()
-	waitFor(f.t, fmt.Sprintf("%v ready with %s", clusters, placement), func() error {
+	poll.Until(f.t, patience, fmt.Sprintf("%v ready with %s", clusters, placement), func() error {
 		rows, err := f.Pool.Query(f.t.Context(), `select cluster from rollout_clusters where placement = $1 and ready order by cluster`, placement)
 		if err != nil {
 			return err

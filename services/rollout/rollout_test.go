@@ -15,6 +15,7 @@ import (
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/events/bus"
+	"github.com/flotilla-dev/flotilla/harness/poll"
 	"github.com/flotilla-dev/flotilla/services/rollout"
 )
 
@@ -54,7 +55,7 @@ func TestSelectsANamespaceWithItsContents(t *testing.T) {
 	f.schedule("web-2-crp", 1, []string{"member-1", "member-2"}, nil)
 
 	var snap events.SnapshotCreated
-	waitFor(t, "first snapshot", func() error {
+	poll.Until(t, patience, "first snapshot", func() error {
 		s := f.snapshots("web-2-crp")
 		if len(s) == 0 {
 			return errors.New("no snapshot yet")
@@ -88,7 +89,7 @@ func TestSelectsANamespaceWithItsContents(t *testing.T) {
 	}
 	// The relay put the desired state on the WORK stream, last value per subject.
 	subject, _ := events.WorkSubject("member-1", "web-2-crp")
-	waitFor(t, "work on the WORK stream", func() error {
+	poll.Until(t, patience, "work on the WORK stream", func() error {
 		s, err := f.JS.Stream(t.Context(), bus.StreamWork)
 		if err != nil {
 			return err
@@ -179,7 +180,7 @@ func TestSnapshotsKeepRevisionHistory(t *testing.T) {
 	waitSnapshots := func(n int) []events.SnapshotCreated {
 		t.Helper()
 		var s []events.SnapshotCreated
-		waitFor(t, fmt.Sprintf("%d snapshots", n), func() error {
+		poll.Until(t, patience, fmt.Sprintf("%d snapshots", n), func() error {
 			if s = f.snapshots("app"); len(s) < n {
 				return fmt.Errorf("%d snapshots", len(s))
 			}
@@ -268,7 +269,7 @@ func TestABurstOfHubChangesMakesOneSnapshot(t *testing.T) {
 	}
 	f.hub(burst...)
 	var snaps []events.SnapshotCreated
-	waitFor(t, "the burst's snapshot", func() error {
+	poll.Until(t, patience, "the burst's snapshot", func() error {
 		snaps = f.snapshots("burst")
 		last := snaps[len(snaps)-1]
 		if len(last.SelectedResources) != n+1 {
@@ -400,7 +401,7 @@ func TestFailedClustersAreUpdatedWithoutWaitingForBudget(t *testing.T) {
 	}
 	f.waitReady("shop", "m1", "m2", "m4")
 	// Wait until m3's failure is recorded before the change.
-	waitFor(t, "m3's report stored", func() error {
+	poll.Until(t, patience, "m3's report stored", func() error {
 		var status string
 		err := f.Pool.QueryRow(t.Context(), `select coalesce(report->'applied'->>'status', '') from rollout_clusters
 			where placement = 'shop' and cluster = 'm3'`).Scan(&status)
@@ -502,7 +503,7 @@ func TestTombstonesForUnscheduledClustersAndDeletedPlacements(t *testing.T) {
 
 	// The scheduler drops m2.
 	f.schedule("web", 1, []string{"m1", "m3"}, map[string]string{"m2": "cluster m2 no longer matches the required affinity"})
-	waitFor(t, "m2's tombstone", func() error {
+	poll.Until(t, patience, "m2's tombstone", func() error {
 		ts := f.tombstones("web")
 		if len(ts) != 1 {
 			return fmt.Errorf("%d tombstones", len(ts))
@@ -517,7 +518,7 @@ func TestTombstonesForUnscheduledClustersAndDeletedPlacements(t *testing.T) {
 	// m3 leaves the fleet keeping its objects; the scheduler then drops it.
 	f.leave("m3", events.LeaveKeep)
 	f.schedule("web", 1, []string{"m1"}, map[string]string{"m3": "cluster m3 left the fleet"})
-	waitFor(t, "m3's tombstone", func() error {
+	poll.Until(t, patience, "m3's tombstone", func() error {
 		ts := f.tombstones("web")
 		if len(ts) != 2 {
 			return fmt.Errorf("%d tombstones", len(ts))
@@ -531,7 +532,7 @@ func TestTombstonesForUnscheduledClustersAndDeletedPlacements(t *testing.T) {
 	// m2 comes back: the same snapshot and generation as before, but new
 	// work (a new event id), or the apply worker would keep the tombstone.
 	f.schedule("web", 1, []string{"m1", "m2"}, nil)
-	waitFor(t, "m2 sent work again", func() error {
+	poll.Until(t, patience, "m2 sent work again", func() error {
 		if n := len(f.works("m2", "web")); n != 2 {
 			return fmt.Errorf("m2 was sent work %d times", n)
 		}
@@ -543,7 +544,7 @@ func TestTombstonesForUnscheduledClustersAndDeletedPlacements(t *testing.T) {
 	p.Spec.Strategy.DeleteStrategy = &api.DeleteStrategy{PropagationPolicy: api.DeletePropagationPolicyAbandon}
 	f.place(p)
 	f.deletePlacement("web")
-	waitFor(t, "tombstones of the deleted placement", func() error {
+	poll.Until(t, patience, "tombstones of the deleted placement", func() error {
 		ts := f.tombstones("web")
 		if len(ts) != 4 {
 			return fmt.Errorf("%d tombstones", len(ts))
@@ -634,7 +635,7 @@ func TestRestartResumes(t *testing.T) {
 
 	// A hub change opens the coalescing window; the service stops before it ends.
 	f.hub(configMap("app", "settings", "v1"))
-	waitFor(t, "window open", func() error {
+	poll.Until(t, patience, "window open", func() error {
 		var due *time.Time
 		err := f.Pool.QueryRow(t.Context(), `select snapshot_due_at from rollout_placements where name = 'app'`).Scan(&due)
 		if err == nil && due == nil {
@@ -681,7 +682,7 @@ func TestInvalidHubManifestsAreDeadLettered(t *testing.T) {
 	f.place(crp("app", namespace("app")))
 	f.schedule("app", 1, []string{"m1"}, nil)
 	f.waitWork("m1", "app", 0)
-	waitFor(t, "dead letter", func() error {
+	poll.Until(t, patience, "dead letter", func() error {
 		s, err := f.JS.Stream(t.Context(), bus.StreamDeadLetter)
 		if err != nil {
 			return err
@@ -749,7 +750,7 @@ func TestHubChangeReselectsOnlyConcernedPlacements(t *testing.T) {
 	f.place(crp("shop", namespace("shop")))
 	f.place(crp("blog", namespace("blog")))
 	for _, p := range []string{"shop", "blog"} {
-		waitFor(t, p+"'s first snapshot", func() error {
+		poll.Until(t, patience, p+"'s first snapshot", func() error {
 			if n := len(f.snapshots(p)); n != 1 {
 				return fmt.Errorf("%d snapshots", n)
 			}
@@ -767,7 +768,7 @@ func TestHubChangeReselectsOnlyConcernedPlacements(t *testing.T) {
 	}
 	before := blogTouched()
 	f.hub(configMap("shop", "settings", "v1"))
-	waitFor(t, "shop's second snapshot", func() error {
+	poll.Until(t, patience, "shop's second snapshot", func() error {
 		if n := len(f.snapshots("shop")); n != 2 {
 			return fmt.Errorf("%d snapshots", n)
 		}
