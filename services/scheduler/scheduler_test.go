@@ -14,6 +14,7 @@ import (
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/events/bus"
+	"github.com/flotilla-dev/flotilla/harness/poll"
 	"github.com/flotilla-dev/flotilla/harness/postgres"
 	"github.com/flotilla-dev/flotilla/harness/servicetest"
 	"github.com/flotilla-dev/flotilla/services/scheduler"
@@ -71,25 +72,20 @@ func (f *fixture) place(name string, n int32) {
 // latest waits for a decision for placement that satisfies ok.
 func (f *fixture) latest(placement string, ok func(events.PlacementScheduled) error) events.PlacementScheduled {
 	f.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	var err error
-	for time.Now().Before(deadline) {
-		var last *events.PlacementScheduled
-		all := f.decisions.All()
-		for i := range all {
-			if all[i].Placement == placement {
-				last = &all[i]
+	var last events.PlacementScheduled
+	poll.Until(f.t, 20*time.Second, "decision for "+placement, func() error {
+		found := false
+		for _, d := range f.decisions.All() {
+			if d.Placement == placement {
+				last, found = d, true
 			}
 		}
-		if last == nil {
-			err = fmt.Errorf("no decision for %s yet", placement)
-		} else if err = ok(*last); err == nil {
-			return *last
+		if !found {
+			return fmt.Errorf("no decision for %s yet", placement)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	f.t.Fatalf("decision for %s: %v", placement, err)
-	return events.PlacementScheduled{}
+		return ok(last)
+	})
+	return last
 }
 
 func (f *fixture) count(placement string) int {
