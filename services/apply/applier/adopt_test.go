@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/flotilla-dev/flotilla/events/api"
+	"github.com/flotilla-dev/flotilla/harness/poll"
 	"github.com/flotilla-dev/flotilla/services/apply/applier"
 	"github.com/flotilla-dev/flotilla/services/apply/manifest"
 )
@@ -163,9 +164,11 @@ func TestAdoptSeed004(t *testing.T) {
 
 			// The deployment controller makes the first ReplicaSet.
 			var rsBefore []string
-			waitFor(t, "the Deployment's ReplicaSet", timeout, func() bool {
-				rsBefore = replicaSetNames(t, ns)
-				return len(rsBefore) == 1
+			poll.Every(t, step, timeout, "the Deployment's ReplicaSet", func() error {
+				if rsBefore = replicaSetNames(t, ns); len(rsBefore) != 1 {
+					return fmt.Errorf("ReplicaSets %v, want one", rsBefore)
+				}
+				return nil
 			})
 			before := get(t, deployments, ns, "my-nginx")
 

@@ -1,11 +1,13 @@
 package applier_test
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
 
 	"github.com/flotilla-dev/flotilla/events/api"
+	"github.com/flotilla-dev/flotilla/harness/poll"
 	"github.com/flotilla-dev/flotilla/services/apply/applier"
 	"github.com/flotilla-dev/flotilla/services/apply/manifest"
 )
@@ -59,9 +61,11 @@ func TestDeleteOwnedOnly(t *testing.T) {
 		t.Errorf("report = %s", dump(report))
 	}
 
-	waitFor(t, "the placement's namespace to go", timeout, func() bool {
-		u := get(t, namespaces, "", owned)
-		return u == nil || u.GetDeletionTimestamp() != nil
+	poll.Every(t, step, timeout, "the placement's namespace to go", func() error {
+		if u := get(t, namespaces, "", owned); u != nil && u.GetDeletionTimestamp() == nil {
+			return errors.New("the namespace is there and not being deleted")
+		}
+		return nil
 	})
 	if d := get(t, deployments, owned, "web"); d != nil && d.GetDeletionTimestamp() == nil {
 		t.Error("the placement's Deployment was not deleted")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
+	"github.com/flotilla-dev/flotilla/harness/poll"
 	"github.com/flotilla-dev/flotilla/services/apply/applier"
 	"github.com/flotilla-dev/flotilla/services/apply/manifest"
 )
@@ -163,7 +164,7 @@ func TestAvailability(t *testing.T) {
 
 	// The deployment controller reports status; the watch would call Recheck.
 	var last []*events.WorkReported
-	waitFor(t, "the Deployment to become available", timeout, func() bool {
+	poll.Every(t, step, timeout, "the Deployment to become available", func() error {
 		reports, err := a.Recheck(t.Context(), placement, manifest.Key{Group: "apps", Kind: "Deployment", Namespace: ns, Name: "web"},
 			get(t, deployments, ns, "web"))
 		if err != nil {
@@ -172,8 +173,10 @@ func TestAvailability(t *testing.T) {
 		if len(reports) > 0 {
 			last = reports
 		}
-		r := a.Report(placement)
-		return result(t, r, "Deployment", "web").Available.Status == "True"
+		if av := result(t, a.Report(placement), "Deployment", "web").Available; av.Status != "True" {
+			return fmt.Errorf("Available is %s", dump(av))
+		}
+		return nil
 	})
 	if len(last) == 0 {
 		t.Error("the change of availability produced no report")

@@ -169,18 +169,6 @@ func nested(t testing.TB, u *unstructured.Unstructured, fields ...string) any {
 	return v
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // hasValue reports whether the JSON pointer path in u holds want (as a
 // PatchDetail renders it).
 func hasValue(t testing.TB, u *unstructured.Unstructured, path, want string) bool {
@@ -208,7 +196,11 @@ func hasValue(t testing.TB, u *unstructured.Unstructured, path, want string) boo
 	return string(b) == want
 }
 
-// timeout bounds waits for controllers on a busy machine.
-const timeout = 60 * time.Second
+// timeout bounds waits for controllers on a busy machine; a wait asks the
+// member's API server again every step.
+const (
+	timeout = 60 * time.Second
+	step    = 50 * time.Millisecond
+)
 
 var deleteNow = metav1.DeleteOptions{}

@@ -45,7 +45,12 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-const timeout = 60 * time.Second
+// timeout bounds waits for the worker and controllers on a busy machine; a
+// wait asks the member's API server again every step.
+const (
+	timeout = 60 * time.Second
+	step    = 50 * time.Millisecond
+)
 
 // fleet is a bus with the topology in place and a recorder of what the apply
 // workers publish.
@@ -261,17 +266,6 @@ func get(t testing.TB, cluster string, gvr schema.GroupVersionResource, ns, n st
 		t.Fatal(err)
 	}
 	return u
-}
-
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 func dump(v any) string {

@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
+	"github.com/flotilla-dev/flotilla/harness/poll"
 	"github.com/flotilla-dev/flotilla/services/apply/worker"
 )
 
@@ -42,9 +44,11 @@ func TestApplyReportDelete(t *testing.T) {
 
 	f.tombstone(member, placement, api.DeleteStrategy{})
 	f.waitReport(member, placement, "deleted", func(r *events.WorkReported) bool { return r.Deleted })
-	waitFor(t, "the namespace to go", func() bool {
-		u := get(t, member, namespaces, "", ns)
-		return u == nil || u.GetDeletionTimestamp() != nil
+	poll.Every(t, step, timeout, "the namespace to go", func() error {
+		if u := get(t, member, namespaces, "", ns); u != nil && u.GetDeletionTimestamp() == nil {
+			return errors.New("the namespace is there and not being deleted")
+		}
+		return nil
 	})
 }
 
