@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/flotilla-dev/flotilla/harness/kube"
+	"github.com/flotilla-dev/flotilla/harness/poll"
 )
 
 var (
@@ -39,25 +40,6 @@ func apply(t *testing.T, c dynamic.Interface, gvr schema.GroupVersionResource, o
 		t.Fatalf("apply %s %s: %v", gvr.Resource, u.GetName(), err)
 	}
 	return out
-}
-
-// eventually polls cond until it returns nil, failing the test with cond's last error if that
-// takes more than a minute (a bound for a broken setup, not a speed check).
-func eventually(t *testing.T, what string, cond func(ctx context.Context) error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	for {
-		err := cond(ctx)
-		if err == nil {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s: %v", what, err)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
 }
 
 func TestMembersAreRealIsolatedClusters(t *testing.T) {
@@ -151,8 +133,8 @@ func TestMembersAreRealIsolatedClusters(t *testing.T) {
 				},
 			},
 		})
-		eventually(t, "deployment web never reported Available", func(ctx context.Context) error {
-			d, err := c.Resource(deployments).Namespace("shop").Get(ctx, "web", metav1.GetOptions{})
+		poll.Every(t, 100*time.Millisecond, time.Minute, "deployment web Available", func() error {
+			d, err := c.Resource(deployments).Namespace("shop").Get(t.Context(), "web", metav1.GetOptions{})
 			if err != nil {
 				return err
 			}
@@ -173,8 +155,8 @@ func TestMembersAreRealIsolatedClusters(t *testing.T) {
 			if err := c.Resource(namespaces).Delete(t.Context(), "shop", metav1.DeleteOptions{}); err != nil {
 				t.Fatalf("%s: delete namespace: %v", m, err)
 			}
-			eventually(t, m+": namespace shop never went away", func(ctx context.Context) error {
-				ns, err := c.Resource(namespaces).Get(ctx, "shop", metav1.GetOptions{})
+			poll.Every(t, 100*time.Millisecond, time.Minute, m+": namespace shop gone", func() error {
+				ns, err := c.Resource(namespaces).Get(t.Context(), "shop", metav1.GetOptions{})
 				if apierrors.IsNotFound(err) {
 					return nil
 				}
@@ -326,8 +308,8 @@ func TestSimulatedNodeMakesDeploymentsAvailable(t *testing.T) {
 			},
 		},
 	})
-	eventually(t, "deployment web never had 2 available replicas", func(ctx context.Context) error {
-		d, err := c.Resource(deployments).Namespace("shop").Get(ctx, "web", metav1.GetOptions{})
+	poll.Every(t, 100*time.Millisecond, time.Minute, "deployment web with 2 available replicas", func() error {
+		d, err := c.Resource(deployments).Namespace("shop").Get(t.Context(), "web", metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -353,8 +335,8 @@ func TestSimulatedNodeMakesDeploymentsAvailable(t *testing.T) {
 	if err := c.Resource(namespaces).Delete(t.Context(), "shop", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "namespace shop never went away", func(ctx context.Context) error {
-		_, err := c.Resource(namespaces).Get(ctx, "shop", metav1.GetOptions{})
+	poll.Every(t, 100*time.Millisecond, time.Minute, "namespace shop gone", func() error {
+		_, err := c.Resource(namespaces).Get(t.Context(), "shop", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
