@@ -3,33 +3,15 @@ package schedule
 import (
 	"fmt"
 	"testing"
+
+	"github.com/flotilla-dev/flotilla/harness/seeds"
 )
 
 // The placements of seed 001 ("Kubernetes resource propagation from hub
 // cluster to member clusters"), decided over small fleets.
 
 func TestSeedPickAllProduction(t *testing.T) {
-	p := placement(t, `
-apiVersion: placement.kubernetes-fleet.io/v1beta1
-kind: ClusterResourcePlacement
-metadata:
-  name: crp-1
-spec:
-  policy:
-    placementType: PickAll
-    affinity:
-        clusterAffinity:
-            requiredDuringSchedulingIgnoredDuringExecution:
-                clusterSelectorTerms:
-                - labelSelector:
-                    matchLabels:
-                        environment: production
-  resourceSelectors:
-    - group: ""
-      kind: Namespace
-      name: prod-deployment
-      version: v1
-`)
+	p := placement(t, seeds.Read(t, "001-1.yaml"))
 	fleet := members(t,
 		cluster("prod-1", "environment", "production"),
 		cluster("prod-2", "environment", "production"),
@@ -62,23 +44,7 @@ spec:
 }
 
 func TestSeedPickFixed(t *testing.T) {
-	p := placement(t, `
-apiVersion: placement.kubernetes-fleet.io/v1beta1
-kind: ClusterResourcePlacement
-metadata:
-  name: crp-2
-spec:
-  policy:
-    placementType: PickFixed
-    clusterNames:
-    - cluster1
-    - cluster2
-  resourceSelectors:
-    - group: ""
-      kind: Namespace
-      name: test-deployment
-      version: v1
-`)
+	p := placement(t, seeds.Read(t, "001-2.yaml"))
 	t.Run("both present", func(t *testing.T) {
 		d := Decide(p, members(t, cluster("cluster1"), cluster("cluster2"), cluster("cluster3")), nil, now)
 		if got, want := summary(d), "+cluster1(0/0) +cluster2(0/0)"; got != want {
