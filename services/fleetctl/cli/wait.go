@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-dev/flotilla/events"
@@ -92,7 +93,7 @@ func parseWaitFor(s string) (waitFor, error) {
 // condition observed for an older generation does not count: it describes
 // the previous spec.
 func (f waitFor) check(crp *api.ClusterResourcePlacement) (bool, string) {
-	c := findCondition(crp.Status.Conditions, f.condition)
+	c := meta.FindStatusCondition(crp.Status.Conditions, f.condition)
 	if c == nil {
 		return false, fmt.Sprintf("%s is not reported yet", f.condition)
 	}
@@ -104,15 +105,6 @@ func (f waitFor) check(crp *api.ClusterResourcePlacement) (bool, string) {
 		return false, fmt.Sprintf("%s, observed for generation %d; the placement is at generation %d", state, c.ObservedGeneration, crp.Generation)
 	}
 	return c.Status == f.status, state
-}
-
-func findCondition(conds []metav1.Condition, typ string) *metav1.Condition {
-	for i := range conds {
-		if conds[i].Type == typ {
-			return &conds[i]
-		}
-	}
-	return nil
 }
 
 func oneLine(s string) string {
