@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-dev/flotilla/events"
@@ -143,7 +144,7 @@ func clusterStatus(t *testing.T, st api.PlacementStatus, cluster string) api.Res
 
 func getCond(t *testing.T, cs []metav1.Condition, typ string) metav1.Condition {
 	t.Helper()
-	c := fold.Condition(cs, typ)
+	c := meta.FindStatusCondition(cs, typ)
 	if c == nil {
 		t.Fatalf("no %s condition in %v", typ, conds(cs))
 	}
