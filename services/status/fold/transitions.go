@@ -1,6 +1,7 @@
 package fold
 
 import (
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-dev/flotilla/events/api"
@@ -38,24 +39,10 @@ func Transitions(prev, next api.PlacementStatus) []Transition {
 func changed(prev, next []metav1.Condition) []metav1.Condition {
 	var out []metav1.Condition
 	for _, c := range next {
-		p := find(prev, c.Type)
+		p := meta.FindStatusCondition(prev, c.Type)
 		if p == nil || p.Status != c.Status || p.Reason != c.Reason {
 			out = append(out, c)
 		}
 	}
 	return out
-}
-
-func find(conds []metav1.Condition, t string) *metav1.Condition {
-	for i := range conds {
-		if conds[i].Type == t {
-			return &conds[i]
-		}
-	}
-	return nil
-}
-
-// Condition returns the condition of type t in conds, or nil.
-func Condition(conds []metav1.Condition, t string) *metav1.Condition {
-	return find(conds, t)
 }
