@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -22,6 +21,7 @@ import (
 	"github.com/flotilla-dev/flotilla/harness/natsserver"
 	"github.com/flotilla-dev/flotilla/harness/poll"
 	"github.com/flotilla-dev/flotilla/harness/postgres"
+	"github.com/flotilla-dev/flotilla/harness/servicetest"
 )
 
 func TestMain(m *testing.M) { os.Exit(postgres.RunMain(m)) }
@@ -40,23 +40,6 @@ func startBus(t *testing.T) (*nats.Conn, jetstream.JetStream) {
 		t.Fatal(err)
 	}
 	return nc, js
-}
-
-func consume(t *testing.T, js jetstream.JetStream, stream, consumer string, h bus.Handler) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	log := slog.New(slog.NewTextHandler(t.Output(), nil))
-	go func() {
-		done <- bus.Consume(ctx, js, stream, consumer, h,
-			bus.WithValidator(events.Validate), bus.WithLogger(log), bus.WithRetryDelay(50*time.Millisecond, 200*time.Millisecond))
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("consume %s: %v", consumer, err)
-		}
-	})
 }
 
 // subjectFor picks the subject an event of typ travels on.
@@ -112,14 +95,14 @@ func TestEveryEventTypeCrossesTheBus(t *testing.T) {
 		mu.Unlock()
 		return nil
 	}
-	consume(t, js, bus.StreamEvents, bus.ConsumerStatus, record)
+	servicetest.Consume(t, js, bus.StreamEvents, bus.ConsumerStatus, record)
 	applyConsumer, err := bus.EnsureApplyConsumer(t.Context(), js, "member-1", bus.TopologyOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Work events are last-value per subject: publish the tombstone after the
 	// apply consumer has seen the desired state.
-	consume(t, js, bus.StreamWork, applyConsumer, record)
+	servicetest.Consume(t, js, bus.StreamWork, applyConsumer, record)
 
 	ex := examples()
 	// The tombstone goes last: it replaces the desired state on its subject.
@@ -170,7 +153,7 @@ func TestEveryEventTypeCrossesTheBus(t *testing.T) {
 func TestBadMessagesAreDeadLetteredAndTheQueueMovesOn(t *testing.T) {
 	nc, js := startBus(t)
 	var handled atomic.Int32
-	consume(t, js, bus.StreamEvents, bus.ConsumerScheduler, func(ctx context.Context, ev cloudevents.Event, m bus.Meta) error {
+	servicetest.Consume(t, js, bus.StreamEvents, bus.ConsumerScheduler, func(ctx context.Context, ev cloudevents.Event, m bus.Meta) error {
 		handled.Add(1)
 		return nil
 	})

@@ -17,7 +17,6 @@ import (
 	"github.com/flotilla-dev/flotilla/harness/postgres"
 	"github.com/flotilla-dev/flotilla/harness/servicetest"
 	"github.com/flotilla-dev/flotilla/platform/inbox"
-	"github.com/flotilla-dev/flotilla/platform/internal/platformtest"
 )
 
 func TestMain(m *testing.M) { os.Exit(postgres.RunMain(m)) }
@@ -30,7 +29,7 @@ func TestRedeliveredEventTakesEffectOnce(t *testing.T) {
 	js, pool := env.JS, env.Pool
 
 	var deliveries atomic.Int32
-	platformtest.Consume(t, js, bus.StreamEvents, bus.ConsumerStatus, func(ctx context.Context, ev cloudevents.Event, m bus.Meta) error {
+	servicetest.Consume(t, js, bus.StreamEvents, bus.ConsumerStatus, func(ctx context.Context, ev cloudevents.Event, m bus.Meta) error {
 		deliveries.Add(1)
 		_, err := inbox.Handle(ctx, pool, "status", ev, func(ctx context.Context, tx pgx.Tx) error {
 			_, err := tx.Exec(ctx, `insert into audit_log (event_id, type, source, subject, time, payload)

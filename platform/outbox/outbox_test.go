@@ -16,7 +16,6 @@ import (
 	"github.com/flotilla-dev/flotilla/harness/poll"
 	"github.com/flotilla-dev/flotilla/harness/postgres"
 	"github.com/flotilla-dev/flotilla/harness/servicetest"
-	"github.com/flotilla-dev/flotilla/platform/internal/platformtest"
 	"github.com/flotilla-dev/flotilla/platform/outbox"
 )
 
@@ -59,7 +58,7 @@ func TestOutboxRelaysCommittedEventsOnce(t *testing.T) {
 
 	var seen []string
 	var mu sync.Mutex
-	platformtest.Consume(t, js, bus.StreamEvents, bus.ConsumerRollout, func(_ context.Context, ev cloudevents.Event, _ bus.Meta) error {
+	servicetest.Consume(t, js, bus.StreamEvents, bus.ConsumerRollout, func(_ context.Context, ev cloudevents.Event, _ bus.Meta) error {
 		mu.Lock()
 		seen = append(seen, ev.ID())
 		mu.Unlock()
