@@ -13,17 +13,23 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
+	"github.com/flotilla-dev/flotilla/harness/poll"
 	"github.com/flotilla-dev/flotilla/services/fleetctl/cli"
 )
 
 // patience bounds every wait for the fleet to converge. It is generous on purpose: the
 // machine may be slow and busy, and the bound only stops a test that would never pass.
 const patience = 10 * time.Minute
+
+// step is the time between two looks while waiting: each look runs fleetctl or calls a
+// member's API server.
+const step = time.Second
 
 // fleetctl runs fleetctl with args against the stack, as a user types it, with stdin as its
 // standard input. It returns what fleetctl printed on stdout and stderr, and its error.
@@ -101,25 +107,18 @@ func (s *stack) placement(t *testing.T, name string) (*api.ClusterResourcePlacem
 	return &crp, nil
 }
 
-// eventually polls check until it returns nil and returns the last value it produced. Only
-// the patience bound stops it: the test then fails with check's last complaint.
-func eventually[T any](t *testing.T, what string, check func() (T, error)) T {
+// placementWhen waits until check accepts the placement as `fleetctl get crp NAME -o json`
+// shows it, and returns it as check last saw it.
+func (s *stack) placementWhen(t *testing.T, name, what string, check func(*api.ClusterResourcePlacement) error) *api.ClusterResourcePlacement {
 	t.Helper()
-	deadline := time.Now().Add(patience)
-	for {
-		v, err := check()
-		if err == nil {
-			return v
+	var crp *api.ClusterResourcePlacement
+	poll.Every(t, step, patience, what, func() (err error) {
+		if crp, err = s.placement(t, name); err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: %v", what, err)
-		}
-		select {
-		case <-t.Context().Done():
-			t.Fatalf("waiting for %s: %v", what, t.Context().Err())
-		case <-time.After(time.Second):
-		}
-	}
+		return check(crp)
+	})
+	return crp
 }
 
 // converged waits until the placement, at generation or later, is scheduled, applied and
@@ -128,13 +127,9 @@ func eventually[T any](t *testing.T, what string, check func() (T, error)) T {
 // converged. (fleetctl wait, which knows no generation to expect, has the same blind spot.)
 func (s *stack) converged(t *testing.T, name string, generation int64) *api.ClusterResourcePlacement {
 	t.Helper()
-	return eventually(t, fmt.Sprintf("placement %s at generation %d to be applied and available", name, generation), func() (*api.ClusterResourcePlacement, error) {
-		crp, err := s.placement(t, name)
-		if err != nil {
-			return nil, err
-		}
+	return s.placementWhen(t, name, fmt.Sprintf("placement %s at generation %d to be applied and available", name, generation), func(crp *api.ClusterResourcePlacement) error {
 		if crp.Generation < generation {
-			return nil, fmt.Errorf("the placement is at generation %d", crp.Generation)
+			return fmt.Errorf("the placement is at generation %d", crp.Generation)
 		}
 		for _, typ := range []api.ClusterResourcePlacementConditionType{
 			api.ClusterResourcePlacementScheduledConditionType,
@@ -142,16 +137,16 @@ func (s *stack) converged(t *testing.T, name string, generation int64) *api.Clus
 			api.ClusterResourcePlacementAvailableConditionType,
 		} {
 			if err := conditionTrue(crp.Status.Conditions, string(typ), crp.Generation); err != nil {
-				return nil, err
+				return err
 			}
 		}
-		return crp, nil
+		return nil
 	})
 }
 
 // conditionTrue says what is wrong unless the condition is True for the generation.
 func conditionTrue(conds []metav1.Condition, typ string, generation int64) error {
-	c := condition(conds, typ)
+	c := meta.FindStatusCondition(conds, typ)
 	switch {
 	case c == nil:
 		return fmt.Errorf("no %s condition yet (conditions: %s)", typ, summarize(conds))
@@ -159,15 +154,6 @@ func conditionTrue(conds []metav1.Condition, typ string, generation int64) error
 		return fmt.Errorf("%s is observed for generation %d, the placement is at %d", typ, c.ObservedGeneration, generation)
 	case c.Status != metav1.ConditionTrue:
 		return fmt.Errorf("%s is %s (%s: %s)", typ, c.Status, c.Reason, c.Message)
-	}
-	return nil
-}
-
-func condition(conds []metav1.Condition, typ string) *metav1.Condition {
-	for i := range conds {
-		if conds[i].Type == typ {
-			return &conds[i]
-		}
 	}
 	return nil
 }
@@ -187,7 +173,7 @@ func summarize(conds []metav1.Condition) string {
 func scheduledClusters(crp *api.ClusterResourcePlacement) []string {
 	var out []string
 	for _, ps := range crp.Status.PlacementStatuses {
-		if c := condition(ps.Conditions, string(api.PerClusterScheduledConditionType)); c != nil && c.Status == metav1.ConditionTrue {
+		if c := meta.FindStatusCondition(ps.Conditions, string(api.PerClusterScheduledConditionType)); c != nil && c.Status == metav1.ConditionTrue {
 			out = append(out, ps.ClusterName)
 		}
 	}
@@ -295,29 +281,29 @@ func (s *stack) memberClusterFile(name string) string {
 // starts from the whole fleet.
 func (s *stack) waitForMembers(t *testing.T) {
 	t.Helper()
-	eventually(t, "every member to be joined and healthy", func() (struct{}, error) {
+	poll.Every(t, step, patience, "every member to be joined and healthy", func() error {
 		out, errOut, err := s.fleetctl(t.Context(), "", "get", "members", "-o", "json")
 		if err != nil {
-			return struct{}{}, fmt.Errorf("fleetctl get members: %v %s", err, errOut)
+			return fmt.Errorf("fleetctl get members: %v %s", err, errOut)
 		}
 		var list struct {
 			Items []api.MemberCluster `json:"items"`
 		}
 		if err := json.Unmarshal([]byte(out), &list); err != nil {
-			return struct{}{}, fmt.Errorf("fleetctl get members -o json: %v\n%s", err, out)
+			return fmt.Errorf("fleetctl get members -o json: %v\n%s", err, out)
 		}
 		ready := map[string]bool{}
 		for _, m := range list.Items {
-			joined := condition(m.Status.Conditions, string(api.ConditionTypeMemberClusterJoined))
-			healthy := condition(m.Status.Conditions, string(api.ConditionTypeMemberClusterHealthy))
+			joined := meta.FindStatusCondition(m.Status.Conditions, string(api.ConditionTypeMemberClusterJoined))
+			healthy := meta.FindStatusCondition(m.Status.Conditions, string(api.ConditionTypeMemberClusterHealthy))
 			ready[m.Name] = joined != nil && joined.Status == metav1.ConditionTrue && healthy != nil && healthy.Status == metav1.ConditionTrue
 		}
 		for _, name := range s.memberNames() {
 			if !ready[name] {
-				return struct{}{}, fmt.Errorf("%s is not joined and healthy", name)
+				return fmt.Errorf("%s is not joined and healthy", name)
 			}
 		}
-		return struct{}{}, nil
+		return nil
 	})
 }
 

@@ -9,11 +9,13 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-dev/flotilla/events/api"
+	"github.com/flotilla-dev/flotilla/harness/poll"
 )
 
 // The hub's side of seeds 000 and 002: two namespaces the placement selects by the label
@@ -117,7 +119,7 @@ func TestSeed000TakeoverStory(t *testing.T) {
 	if got := scheduledClusters(crp); !reflect.DeepEqual(got, s.memberNames()) {
 		t.Errorf("PickAll placed web-2-crp on %v, want every member %v", got, s.memberNames())
 	}
-	if c := condition(crp.Status.Conditions, string(api.ClusterResourcePlacementAppliedConditionType)); c.Reason != api.ApplyFailedReason ||
+	if c := meta.FindStatusCondition(crp.Status.Conditions, string(api.ClusterResourcePlacementAppliedConditionType)); c.Reason != api.ApplyFailedReason ||
 		c.Message != "Failed to apply resources to 2 cluster(s), please check the `failedPlacements` status" {
 		t.Errorf("ClusterResourcePlacementApplied = %s: %s", c.Reason, c.Message)
 	}
@@ -251,17 +253,17 @@ func failure(name, reason, message string) api.FailedResourcePlacement {
 // message.
 func (s *stack) expectFailures(t *testing.T, name string, generation int64, want []clusterFailures) {
 	t.Helper()
-	eventually(t, "failedPlacements of "+name+" to be as the seed shows", func() (struct{}, error) {
+	poll.Every(t, step, patience, "failedPlacements of "+name+" to be as the seed shows", func() error {
 		crp, err := s.placement(t, name)
 		if err != nil {
-			return struct{}{}, err
+			return err
 		}
 		if crp.Generation < generation {
-			return struct{}{}, fmt.Errorf("the placement is at generation %d, want %d", crp.Generation, generation)
+			return fmt.Errorf("the placement is at generation %d, want %d", crp.Generation, generation)
 		}
 		got, err := s.failedPlacements(t, name)
 		if err != nil {
-			return struct{}{}, err
+			return err
 		}
 		g, _ := yaml.Marshal(got) // as the user sees it, with times
 		for i := range got {
@@ -272,10 +274,10 @@ func (s *stack) expectFailures(t *testing.T, name string, generation int64, want
 		}
 		if !reflect.DeepEqual(got, want) {
 			w, _ := yaml.Marshal(want)
-			return struct{}{}, fmt.Errorf("got\n%s\nwant\n%s", g, w)
+			return fmt.Errorf("got\n%s\nwant\n%s", g, w)
 		}
 		t.Logf("clusters with failedPlacements, as the seed's jq selects them:\n%s", g)
-		return struct{}{}, nil
+		return nil
 	})
 }
 
@@ -283,16 +285,12 @@ func (s *stack) expectFailures(t *testing.T, name string, generation int64, want
 // generation.
 func (s *stack) applyCondition(t *testing.T, name string, status metav1.ConditionStatus) *api.ClusterResourcePlacement {
 	t.Helper()
-	return eventually(t, fmt.Sprintf("%s to be Applied=%s", name, status), func() (*api.ClusterResourcePlacement, error) {
-		crp, err := s.placement(t, name)
-		if err != nil {
-			return nil, err
-		}
-		c := condition(crp.Status.Conditions, string(api.ClusterResourcePlacementAppliedConditionType))
+	return s.placementWhen(t, name, fmt.Sprintf("%s to be Applied=%s", name, status), func(crp *api.ClusterResourcePlacement) error {
+		c := meta.FindStatusCondition(crp.Status.Conditions, string(api.ClusterResourcePlacementAppliedConditionType))
 		if c == nil || c.ObservedGeneration < crp.Generation || c.Status != status {
-			return nil, fmt.Errorf("conditions %s at generation %d", summarize(crp.Status.Conditions), crp.Generation)
+			return fmt.Errorf("conditions %s at generation %d", summarize(crp.Status.Conditions), crp.Generation)
 		}
-		return crp, nil
+		return nil
 	})
 }
 

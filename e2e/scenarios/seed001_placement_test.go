@@ -11,11 +11,14 @@ import (
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-dev/flotilla/events/api"
+	"github.com/flotilla-dev/flotilla/harness/poll"
+	"github.com/flotilla-dev/flotilla/harness/seeds"
 )
 
 // The members' labels (standalone.LocalMemberLabels): every member is production and
@@ -48,34 +51,14 @@ func TestSeed001PickAllWithRequiredAffinity(t *testing.T) {
 	s.relabel(t, "member-4", map[string]string{"environment": "staging"})
 	s.deleteAtEnd(t, "crp-1")
 
-	s.apply(t, namespaceWithSettings("prod-deployment")+`---
-apiVersion: placement.kubernetes-fleet.io/v1beta1
-kind: ClusterResourcePlacement
-metadata:
-  name: crp-1
-spec:
-  policy:
-    placementType: PickAll
-    affinity:
-        clusterAffinity:
-            requiredDuringSchedulingIgnoredDuringExecution:
-                clusterSelectorTerms:
-                - labelSelector:
-                    matchLabels:
-                        environment: production
-  resourceSelectors:
-    - group: ""
-      kind: Namespace
-      name: prod-deployment
-      version: v1
-`)
+	s.apply(t, namespaceWithSettings("prod-deployment")+"---\n"+seeds.Read(t, "001-1.yaml"))
 	crp := s.converged(t, "crp-1", 1)
 	production := []string{"member-1", "member-2", "member-3"}
 	if got := scheduledClusters(crp); !slices.Equal(got, production) {
 		t.Fatalf("crp-1 is placed on %v, want the production members %v", got, production)
 	}
 	for _, c := range production {
-		if msg := condition(clusterStatus(crp, c).Conditions, string(api.PerClusterScheduledConditionType)).Message; msg != api.ScheduledMessage(c, 0, 0) {
+		if msg := meta.FindStatusCondition(clusterStatus(crp, c).Conditions, string(api.PerClusterScheduledConditionType)).Message; msg != api.ScheduledMessage(c, 0, 0) {
 			t.Errorf("%s Scheduled message %q", c, msg)
 		}
 		s.expectSettings(t, c, "prod-deployment", true)
@@ -113,33 +96,29 @@ spec:
       name: test-deployment
       version: v1
 `)
-	crp := eventually(t, "crp-2 to be applied on member-1 and member-2", func() (*api.ClusterResourcePlacement, error) {
-		crp, err := s.placement(t, "crp-2")
-		if err != nil {
-			return nil, err
-		}
+	crp := s.placementWhen(t, "crp-2", "crp-2 to be applied on member-1 and member-2", func(crp *api.ClusterResourcePlacement) error {
 		for _, c := range []string{"member-1", "member-2"} {
 			ps := clusterStatus(crp, c)
 			if ps == nil {
-				return nil, fmt.Errorf("no status for %s", c)
+				return fmt.Errorf("no status for %s", c)
 			}
 			if err := conditionTrue(ps.Conditions, string(api.PerClusterAppliedConditionType), crp.Generation); err != nil {
-				return nil, fmt.Errorf("%s: %v", c, err)
+				return fmt.Errorf("%s: %v", c, err)
 			}
 		}
 		if clusterStatus(crp, "cluster9") == nil {
-			return nil, fmt.Errorf("cluster9 is not reported (statuses for %v)", scheduledClusters(crp))
+			return fmt.Errorf("cluster9 is not reported (statuses for %v)", scheduledClusters(crp))
 		}
-		return crp, nil
+		return nil
 	})
 	if got := scheduledClusters(crp); !slices.Equal(got, []string{"member-1", "member-2"}) {
 		t.Errorf("crp-2 is placed on %v, want member-1 and member-2", got)
 	}
-	missing := condition(clusterStatus(crp, "cluster9").Conditions, string(api.PerClusterScheduledConditionType))
+	missing := meta.FindStatusCondition(clusterStatus(crp, "cluster9").Conditions, string(api.PerClusterScheduledConditionType))
 	if missing == nil || missing.Status != metav1.ConditionFalse || missing.Reason != api.ScheduleFailedReason || missing.Message != "no member cluster has this name" {
 		t.Errorf("cluster9 is reported with Scheduled %+v, want False (%s): no member cluster has this name", missing, api.ScheduleFailedReason)
 	}
-	c := condition(crp.Status.Conditions, string(api.ClusterResourcePlacementScheduledConditionType))
+	c := meta.FindStatusCondition(crp.Status.Conditions, string(api.ClusterResourcePlacementScheduledConditionType))
 	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != api.SchedulingPolicyUnfulfilledReason {
 		t.Errorf("ClusterResourcePlacementScheduled = %+v, want False (%s)", c, api.SchedulingPolicyUnfulfilledReason)
 	} else {
@@ -192,7 +171,7 @@ spec:
 		t.Fatalf("crp-affinity is placed on %v, want the critical-allowed members %v", got, want)
 	}
 	for c, score := range map[string]int32{"member-1": 20, "member-3": 20, "member-4": 0} {
-		if msg := condition(clusterStatus(crp, c).Conditions, string(api.PerClusterScheduledConditionType)).Message; msg != api.ScheduledMessage(c, score, 0) {
+		if msg := meta.FindStatusCondition(clusterStatus(crp, c).Conditions, string(api.PerClusterScheduledConditionType)).Message; msg != api.ScheduledMessage(c, score, 0) {
 			t.Errorf("%s Scheduled message %q, want affinity score %d", c, msg, score)
 		}
 	}
@@ -280,49 +259,45 @@ spec:
 
 	// The change that never becomes available.
 	s.apply(t, rollingDeployment(2, true))
-	stalled := eventually(t, "the rollout to stop after one cluster", func() (*api.ClusterResourcePlacement, error) {
-		crp, err := s.placement(t, "crp-rolling")
-		if err != nil {
-			return nil, err
-		}
+	stalled := s.placementWhen(t, "crp-rolling", "the rollout to stop after one cluster", func(crp *api.ClusterResourcePlacement) error {
 		if crp.Status.ObservedResourceIndex == first.Status.ObservedResourceIndex {
-			return nil, fmt.Errorf("no new resource snapshot yet (index %s)", crp.Status.ObservedResourceIndex)
+			return fmt.Errorf("no new resource snapshot yet (index %s)", crp.Status.ObservedResourceIndex)
 		}
 		var updated, waiting []string
 		for _, c := range clusters {
 			ps := clusterStatus(crp, c)
 			if ps == nil {
-				return nil, fmt.Errorf("no status for %s", c)
+				return fmt.Errorf("no status for %s", c)
 			}
-			rs := condition(ps.Conditions, string(api.PerClusterRolloutStartedConditionType))
+			rs := meta.FindStatusCondition(ps.Conditions, string(api.PerClusterRolloutStartedConditionType))
 			switch {
 			case ps.ObservedResourceIndex == crp.Status.ObservedResourceIndex:
-				if av := condition(ps.Conditions, string(api.PerClusterAvailableConditionType)); av == nil || av.Status != metav1.ConditionFalse {
-					return nil, fmt.Errorf("%s holds the new snapshot and is not reported unavailable yet", c)
+				if av := meta.FindStatusCondition(ps.Conditions, string(api.PerClusterAvailableConditionType)); av == nil || av.Status != metav1.ConditionFalse {
+					return fmt.Errorf("%s holds the new snapshot and is not reported unavailable yet", c)
 				}
 				updated = append(updated, c)
 			case rs != nil && rs.Status == metav1.ConditionFalse && rs.Reason == api.RolloutNotStartedYetReason && strings.Contains(rs.Message, "maxUnavailable 1 of 3"):
 				waiting = append(waiting, c)
 			default:
-				return nil, fmt.Errorf("%s is at index %s with RolloutStarted %+v", c, ps.ObservedResourceIndex, rs)
+				return fmt.Errorf("%s is at index %s with RolloutStarted %+v", c, ps.ObservedResourceIndex, rs)
 			}
 		}
 		if len(updated) != 1 || len(waiting) != 2 {
-			return nil, fmt.Errorf("updated %v, waiting %v", updated, waiting)
+			return fmt.Errorf("updated %v, waiting %v", updated, waiting)
 		}
-		return crp, nil
+		return nil
 	})
 	for _, c := range clusters {
 		ps := clusterStatus(stalled, c)
 		if ps.ObservedResourceIndex == stalled.Status.ObservedResourceIndex {
-			t.Logf("%s took the change and is not available: %s", c, condition(ps.Conditions, string(api.PerClusterAvailableConditionType)).Message)
+			t.Logf("%s took the change and is not available: %s", c, meta.FindStatusCondition(ps.Conditions, string(api.PerClusterAvailableConditionType)).Message)
 			s.expectRevision(t, c, "2", true)
 		} else {
-			t.Logf("%s waits: %s", c, condition(ps.Conditions, string(api.PerClusterRolloutStartedConditionType)).Message)
+			t.Logf("%s waits: %s", c, meta.FindStatusCondition(ps.Conditions, string(api.PerClusterRolloutStartedConditionType)).Message)
 			s.expectRevision(t, c, "1", false)
 		}
 	}
-	if c := condition(stalled.Status.Conditions, string(api.ClusterResourcePlacementRolloutStartedConditionType)); c == nil || c.Status != metav1.ConditionFalse {
+	if c := meta.FindStatusCondition(stalled.Status.Conditions, string(api.ClusterResourcePlacementRolloutStartedConditionType)); c == nil || c.Status != metav1.ConditionFalse {
 		t.Errorf("ClusterResourcePlacementRolloutStarted = %+v, want False while two clusters wait", c)
 	}
 
@@ -484,21 +459,17 @@ spec:
 
 	out := s.run(t, "delete", "member", "member-4")
 	t.Logf("fleetctl delete member member-4:\n%s", strings.TrimSpace(out))
-	crp = eventually(t, "crp-leave to be placed again without member-4", func() (*api.ClusterResourcePlacement, error) {
-		crp, err := s.placement(t, "crp-leave")
-		if err != nil {
-			return nil, err
-		}
+	crp = s.placementWhen(t, "crp-leave", "crp-leave to be placed again without member-4", func(crp *api.ClusterResourcePlacement) error {
 		got := scheduledClusters(crp)
 		if len(got) != 2 || slices.Contains(got, "member-4") {
-			return nil, fmt.Errorf("placed on %v", got)
+			return fmt.Errorf("placed on %v", got)
 		}
 		for _, typ := range []api.ClusterResourcePlacementConditionType{api.ClusterResourcePlacementAppliedConditionType, api.ClusterResourcePlacementAvailableConditionType} {
 			if err := conditionTrue(crp.Status.Conditions, string(typ), crp.Generation); err != nil {
-				return nil, err
+				return err
 			}
 		}
-		return crp, nil
+		return nil
 	})
 	got := scheduledClusters(crp)
 	if got[0] != "member-1" {
@@ -539,11 +510,11 @@ func (s *stack) relabel(t *testing.T, member string, labels map[string]string) {
 		}
 	})
 	s.apply(t, string(changed))
-	eventually(t, member+" to show its new labels", func() (struct{}, error) {
+	poll.Every(t, step, patience, member+" to show its new labels", func() error {
 		if got := s.labels(t, member); !containsLabels(got, labels) {
-			return struct{}{}, fmt.Errorf("labels %v", got)
+			return fmt.Errorf("labels %v", got)
 		}
-		return struct{}{}, nil
+		return nil
 	})
 }
 

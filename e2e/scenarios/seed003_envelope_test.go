@@ -6,9 +6,11 @@ import (
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-dev/flotilla/events/api"
+	"github.com/flotilla-dev/flotilla/harness/poll"
 )
 
 const webhookName = "azure-wi-webhook-mutating-webhook-configuration"
@@ -69,15 +71,15 @@ func TestSeed003EnvelopeFailureNamesTheEnvelope(t *testing.T) {
 	s.deleteAtEnd(t, "crp-envelope-failure")
 	s.applyFile(t, "seed003-envelope-failure.yaml")
 
-	failures := eventually(t, "the enveloped ResourceQuota to be reported failed", func() ([]clusterFailures, error) {
-		f, err := s.failedPlacements(t, "crp-envelope-failure")
-		if err != nil {
-			return nil, err
+	var failures []clusterFailures
+	poll.Every(t, step, patience, "the enveloped ResourceQuota to be reported failed", func() (err error) {
+		if failures, err = s.failedPlacements(t, "crp-envelope-failure"); err != nil {
+			return err
 		}
-		if len(f) == 0 {
-			return nil, errNoFailures
+		if len(failures) == 0 {
+			return errNoFailures
 		}
-		return f, nil
+		return nil
 	})
 	if len(failures) != 1 || failures[0].ClusterName != "member-2" || len(failures[0].FailedPlacements) != 1 {
 		t.Fatalf("failedPlacements %+v, want one object on member-2", failures)
@@ -95,7 +97,7 @@ func TestSeed003EnvelopeFailureNamesTheEnvelope(t *testing.T) {
 	t.Logf("member-2: %s: %s", c.Reason, c.Message)
 
 	crp := s.applyCondition(t, "crp-envelope-failure", metav1.ConditionFalse)
-	if c := condition(crp.Status.Conditions, string(api.ClusterResourcePlacementAppliedConditionType)); c.Reason != api.ApplyFailedReason ||
+	if c := meta.FindStatusCondition(crp.Status.Conditions, string(api.ClusterResourcePlacementAppliedConditionType)); c.Reason != api.ApplyFailedReason ||
 		c.Message != "Failed to apply resources to 1 cluster(s), please check the `failedPlacements` status" {
 		t.Errorf("ClusterResourcePlacementApplied = %s: %s", c.Reason, c.Message)
 	}

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-dev/flotilla/events/api"
+	"github.com/flotilla-dev/flotilla/harness/poll"
 )
 
 // The placements fleetctl makes of the seed's PropagationPolicy default/nginx-pp.
@@ -51,16 +52,16 @@ func TestSeed004FederalizationAdoptsWithoutRestart(t *testing.T) {
 			t.Errorf("fleetctl wait --for=delete: %v\n%s%s", err, out, errOut)
 		}
 	})
-	before := eventually(t, "Deployment my-nginx to be available on member-1", func() (*workload, error) {
-		w, err := s.observe(t, "member-1")
-		if err != nil {
-			return nil, err
+	var before *workload
+	poll.Every(t, step, patience, "Deployment my-nginx to be available on member-1", func() (err error) {
+		if before, err = s.observe(t, "member-1"); err != nil {
+			return err
 		}
-		if d := w.deployment; d.Status.ObservedGeneration != d.Generation || d.Status.AvailableReplicas != 2 || len(w.pods) != 2 {
-			return nil, fmt.Errorf("observed generation %d of %d, %d available replicas, %d pods",
-				d.Status.ObservedGeneration, d.Generation, d.Status.AvailableReplicas, len(w.pods))
+		if d := before.deployment; d.Status.ObservedGeneration != d.Generation || d.Status.AvailableReplicas != 2 || len(before.pods) != 2 {
+			return fmt.Errorf("observed generation %d of %d, %d available replicas, %d pods",
+				d.Status.ObservedGeneration, d.Generation, d.Status.AvailableReplicas, len(before.pods))
 		}
-		return w, nil
+		return nil
 	})
 
 	out := s.applyFile(t, "seed004-hub.yaml")
@@ -87,12 +88,8 @@ func TestSeed004FederalizationAdoptsWithoutRestart(t *testing.T) {
 	}
 	// The other placement takes what is labelled for the policy but not adoptable: nothing
 	// here. It is valid and selects nothing.
-	keep := eventually(t, keepPlacement+" to be scheduled", func() (*api.ClusterResourcePlacement, error) {
-		crp, err := s.placement(t, keepPlacement)
-		if err != nil {
-			return nil, err
-		}
-		return crp, conditionTrue(crp.Status.Conditions, string(api.ClusterResourcePlacementScheduledConditionType), crp.Generation)
+	keep := s.placementWhen(t, keepPlacement, keepPlacement+" to be scheduled", func(crp *api.ClusterResourcePlacement) error {
+		return conditionTrue(crp.Status.Conditions, string(api.ClusterResourcePlacementScheduledConditionType), crp.Generation)
 	})
 	if len(keep.Status.SelectedResources) != 0 {
 		t.Errorf("%s selected %+v, want nothing: the objects are to be adopted", keepPlacement, keep.Status.SelectedResources)
