@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
@@ -67,20 +66,6 @@ func client(t testing.TB) dynamic.Interface {
 // name derives a DNS label from the test's name, so tests do not collide.
 func name(t testing.TB, suffix string) string { return applytest.Name(t, suffix) }
 
-// obj reads a YAML manifest.
-func obj(t testing.TB, manifest string) *unstructured.Unstructured {
-	t.Helper()
-	j, err := yaml.YAMLToJSON([]byte(manifest))
-	if err != nil {
-		t.Fatalf("manifest: %v\n%s", err, manifest)
-	}
-	u := &unstructured.Unstructured{}
-	if err := u.UnmarshalJSON(j); err != nil {
-		t.Fatalf("manifest: %v\n%s", err, manifest)
-	}
-	return u
-}
-
 // work builds a placement's desired state from YAML manifests.
 func work(t testing.TB, placement string, strategy api.ApplyStrategy, manifests ...string) *events.WorkDesired {
 	t.Helper()
@@ -108,7 +93,7 @@ func gvrOf(t testing.TB, u *unstructured.Unstructured) schema.GroupVersionResour
 // Flotilla knows of it.
 func create(t testing.TB, manifest string) *unstructured.Unstructured {
 	t.Helper()
-	u := obj(t, manifest)
+	u := applytest.Object(t, manifest)
 	r := client(t).Resource(gvrOf(t, u)).Namespace(u.GetNamespace())
 	created, err := r.Create(t.Context(), u, metav1.CreateOptions{FieldManager: "kubectl-client-side-apply"})
 	if err != nil {

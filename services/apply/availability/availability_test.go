@@ -4,25 +4,10 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/yaml"
-
 	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/services/apply/availability"
+	"github.com/flotilla-dev/flotilla/services/apply/internal/applytest"
 )
-
-func obj(t *testing.T, y string) *unstructured.Unstructured {
-	t.Helper()
-	j, err := yaml.YAMLToJSON([]byte(y))
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := &unstructured.Unstructured{}
-	if err := u.UnmarshalJSON(j); err != nil {
-		t.Fatal(err)
-	}
-	return u
-}
 
 func TestOf(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
@@ -88,7 +73,7 @@ status: {conditions: [{type: Established, status: "True"}, {type: NamesAccepted,
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := availability.Of(obj(t, c.obj), c.t)
+			r := availability.Of(applytest.Object(t, c.obj), c.t)
 			if r.Status != c.status || r.Reason != c.reason || r.Message == "" {
 				t.Errorf("got %+v, want %s/%s", r, c.status, c.reason)
 			}

@@ -6,27 +6,14 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/services/apply/diff"
+	"github.com/flotilla-dev/flotilla/services/apply/internal/applytest"
 )
 
-func obj(t *testing.T, y string) *unstructured.Unstructured {
-	t.Helper()
-	j, err := yaml.YAMLToJSON([]byte(y))
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := &unstructured.Unstructured{}
-	if err := u.UnmarshalJSON(j); err != nil {
-		t.Fatal(err)
-	}
-	return u
-}
-
 func TestCompare(t *testing.T) {
-	hub := obj(t, `
+	hub := applytest.Object(t, `
 apiVersion: apps/v1
 kind: Deployment
 metadata:
@@ -42,7 +29,7 @@ spec:
     spec:
       containers: [{name: web, image: "nginx:1.27"}]
 `)
-	member := obj(t, `
+	member := applytest.Object(t, `
 apiVersion: apps/v1
 kind: Deployment
 metadata:
@@ -99,8 +86,8 @@ status: {replicas: 3}
 }
 
 func TestSecretValuesAreRedacted(t *testing.T) {
-	hub := obj(t, "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\ndata: {password: aHVi, new: eA==}\n")
-	member := obj(t, "apiVersion: v1\nkind: Secret\nmetadata: {name: s, labels: {a: b}}\ndata: {password: bWVtYmVy, old: eQ==}\n")
+	hub := applytest.Object(t, "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\ndata: {password: aHVi, new: eA==}\n")
+	member := applytest.Object(t, "apiVersion: v1\nkind: Secret\nmetadata: {name: s, labels: {a: b}}\ndata: {password: bWVtYmVy, old: eQ==}\n")
 	got, err := diff.Compare(hub, member)
 	if err != nil {
 		t.Fatal(err)
@@ -141,9 +128,9 @@ func TestIgnoredKey(t *testing.T) {
 }
 
 func TestDropAllocated(t *testing.T) {
-	manifest := obj(t, "apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec: {ports: [{port: 80}]}\n")
-	live := obj(t, "apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec: {clusterIP: 10.0.0.1, clusterIPs: [10.0.0.1], type: NodePort, ports: [{port: 80, nodePort: 30001}]}\n")
-	fresh := obj(t, "apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec: {clusterIP: 10.0.0.9, clusterIPs: [10.0.0.9], type: NodePort, ports: [{port: 80, nodePort: 30444}]}\n")
+	manifest := applytest.Object(t, "apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec: {ports: [{port: 80}]}\n")
+	live := applytest.Object(t, "apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec: {clusterIP: 10.0.0.1, clusterIPs: [10.0.0.1], type: NodePort, ports: [{port: 80, nodePort: 30001}]}\n")
+	fresh := applytest.Object(t, "apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec: {clusterIP: 10.0.0.9, clusterIPs: [10.0.0.9], type: NodePort, ports: [{port: 80, nodePort: 30444}]}\n")
 	diff.DropAllocated(live, manifest)
 	diff.DropAllocated(fresh, manifest)
 	if d, _ := diff.Compare(fresh, live); len(d) != 0 {

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-dev/flotilla/events"
@@ -54,4 +55,18 @@ func Work(t testing.TB, cluster, placement string, strategy api.ApplyStrategy, m
 		w.Manifests = append(w.Manifests, json.RawMessage(j))
 	}
 	return w
+}
+
+// Object reads a YAML manifest.
+func Object(t testing.TB, manifest string) *unstructured.Unstructured {
+	t.Helper()
+	j, err := yaml.YAMLToJSON([]byte(manifest))
+	if err != nil {
+		t.Fatalf("manifest: %v\n%s", err, manifest)
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(j); err != nil {
+		t.Fatalf("manifest: %v\n%s", err, manifest)
+	}
+	return u
 }
