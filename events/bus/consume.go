@@ -19,6 +19,19 @@ import (
 // Deliveries can repeat, so a handler must be idempotent.
 type Handler func(ctx context.Context, ev event.Event, m Meta) error
 
+// BatchHandler processes several events in one unit of work (typically one database
+// transaction), in stream order. Returning nil acknowledges them all. On an error the
+// events are handled again one at a time, each as a batch of one, so that one bad event
+// fails alone: for a batch of one, an error wrapped with Permanent dead-letters it and any
+// other error retries it later. Deliveries can repeat, so a handler must be idempotent.
+type BatchHandler func(ctx context.Context, batch []Delivery) error
+
+// Delivery is one event of a batch and how it was delivered.
+type Delivery struct {
+	Event event.Event
+	Meta  Meta
+}
+
 // Meta describes one delivery of a message.
 type Meta struct {
 	Subject      string
@@ -65,6 +78,8 @@ type consumeOptions struct {
 	retryMax   time.Duration
 	inProgress time.Duration // 0: derive from the consumer's AckWait
 	maxBuffer  int
+	batchCount int
+	batchBytes int
 }
 
 // WithLogger sets the logger. Default slog.Default().
@@ -103,6 +118,14 @@ func WithMaxBuffered(n int) Option {
 	return func(o *consumeOptions) { o.maxBuffer = n }
 }
 
+// WithBatchLimits bounds the batches ConsumeBatches hands its handler: at most count
+// events and, beyond the first, bytes of payload. A batch is what has already arrived
+// when the handler is free, so batching never waits for more. Default 100 events and
+// 4 MiB.
+func WithBatchLimits(count, bytes int) Option {
+	return func(o *consumeOptions) { o.batchCount, o.batchBytes = count, bytes }
+}
+
 // Consume runs h for each message of the durable consumer until ctx ends,
 // then stops fetching, hands back buffered messages and returns nil after the
 // running handler returns. It returns an error if the consumer cannot be
@@ -115,14 +138,38 @@ func WithMaxBuffered(n int) Option {
 // fails on the consumer's last allowed delivery. Other handler errors and
 // panics are redelivered with exponential backoff.
 func Consume(ctx context.Context, js jetstream.JetStream, stream, consumer string, h Handler, opts ...Option) error {
+	one := func(ctx context.Context, batch []Delivery) error {
+		for _, d := range batch {
+			if err := h(ctx, d.Event, d.Meta); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return consume(ctx, js, stream, consumer, one, append(opts, WithBatchLimits(1, 0)))
+}
+
+// ConsumeBatches is Consume for a handler that takes the events that are waiting
+// together, in stream order and within the batch limits (WithBatchLimits): a burst of
+// events costs one unit of work instead of one each. The guarantees are Consume's.
+func ConsumeBatches(ctx context.Context, js jetstream.JetStream, stream, consumer string, h BatchHandler, opts ...Option) error {
+	return consume(ctx, js, stream, consumer, h, opts)
+}
+
+func consume(ctx context.Context, js jetstream.JetStream, stream, consumer string, h BatchHandler, opts []Option) error {
 	o := consumeOptions{
-		logger:    slog.Default(),
-		retryBase: 250 * time.Millisecond,
-		retryMax:  30 * time.Second,
-		maxBuffer: defaultBuffered,
+		logger:     slog.Default(),
+		retryBase:  250 * time.Millisecond,
+		retryMax:   30 * time.Second,
+		maxBuffer:  defaultBuffered,
+		batchCount: defaultBatchCount,
+		batchBytes: defaultBatchBytes,
 	}
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if o.batchCount < 1 {
+		o.batchCount = 1
 	}
 	cons, err := js.Consumer(ctx, stream, consumer)
 	if err != nil {
@@ -168,7 +215,31 @@ func Consume(ctx context.Context, js jetstream.JetStream, stream, consumer strin
 	if o.maxBuffer > 0 {
 		consumeOpts = append(consumeOpts, jetstream.PullMaxMessages(o.maxBuffer))
 	}
-	cc, err := cons.Consume(func(msg jetstream.Msg) { w.handle(ctx, msg) }, consumeOpts...)
+	// The client's callback hands each message to the batching loop, in order; the queue
+	// holds at most what the pull buffer does, and the callback waits when it is full.
+	queue := make(chan jetstream.Msg, max(o.maxBuffer, o.batchCount))
+	loopDone := make(chan struct{})
+	// The loop also ends when consumption stops on its own, with an error.
+	loopCtx, stopLoop := context.WithCancel(ctx)
+	defer func() {
+		stopLoop()
+		<-loopDone
+	}()
+	go func() {
+		defer close(loopDone)
+		w.loop(loopCtx, queue)
+	}()
+	cc, err := cons.Consume(func(msg jetstream.Msg) {
+		if ctx.Err() != nil {
+			w.handBack(ctx, msg)
+			return
+		}
+		select {
+		case queue <- msg:
+		case <-ctx.Done():
+			w.handBack(ctx, msg)
+		}
+	}, consumeOpts...)
 	if err != nil {
 		return fmt.Errorf("consume %s/%s: %w", stream, consumer, err)
 	}
@@ -176,12 +247,20 @@ func Consume(ctx context.Context, js jetstream.JetStream, stream, consumer strin
 	for {
 		select {
 		case <-ctx.Done():
-			// Drain runs the buffered messages through handle, which Naks
-			// them at once because ctx is done, so another instance can take
-			// them.
+			// Drain runs the buffered messages through the callback, which hands them
+			// back at once because ctx is done, so another instance can take them; what
+			// is still queued once the running batch returns is handed back too.
 			cc.Drain()
 			<-closed
-			return nil
+			<-loopDone
+			for {
+				select {
+				case msg := <-queue:
+					w.handBack(ctx, msg)
+				default:
+					return nil
+				}
+			}
 		case <-closed:
 			mu.Lock()
 			defer mu.Unlock()
@@ -208,21 +287,103 @@ const shutdownRedelivery = time.Second
 // many messages back at once.
 const defaultBuffered = 32
 
+// Default batch limits of ConsumeBatches.
+const (
+	defaultBatchCount = 100
+	defaultBatchBytes = 4 << 20
+)
+
 // worker handles the messages of one Consume call, one at a time.
 type worker struct {
 	js         jetstream.JetStream
-	handler    Handler
+	handler    BatchHandler
 	opts       consumeOptions
 	log        *slog.Logger
 	maxDeliver int
 }
 
-func (w *worker) handle(ctx context.Context, msg jetstream.Msg) {
+// loop takes what has arrived, within the batch limits, and handles it as one batch,
+// until ctx ends.
+func (w *worker) loop(ctx context.Context, queue <-chan jetstream.Msg) {
+	for {
+		var first jetstream.Msg
+		select {
+		case first = <-queue:
+		case <-ctx.Done():
+			return
+		}
+		batch, size := []jetstream.Msg{first}, len(first.Data())
+	fill:
+		for len(batch) < w.opts.batchCount {
+			select {
+			case msg := <-queue:
+				batch = append(batch, msg)
+				if size += len(msg.Data()); size >= w.opts.batchBytes {
+					break fill
+				}
+			default:
+				break fill
+			}
+		}
+		w.handleBatch(ctx, batch)
+	}
+}
+
+// pending is a message of a batch that passed decoding and validation.
+type pending struct {
+	msg jetstream.Msg
+	d   Delivery
+}
+
+// handleBatch settles every message of msgs: acked, retried or dead-lettered.
+func (w *worker) handleBatch(ctx context.Context, msgs []jetstream.Msg) {
+	var ready []pending
+	for _, msg := range msgs {
+		if p, ok := w.admit(ctx, msg); ok {
+			ready = append(ready, p)
+		}
+	}
+	if len(ready) == 0 {
+		return
+	}
+	if len(ready) > 1 {
+		stop := w.keepInProgress(ready)
+		err := protect(func() error { return w.handler(ctx, deliveries(ready)) })
+		stop()
+		if err == nil {
+			for _, p := range ready {
+				w.ack(ctx, p.msg, p.d.Meta)
+			}
+			return
+		}
+		if ctx.Err() != nil {
+			for _, p := range ready {
+				w.handBack(ctx, p.msg)
+			}
+			return
+		}
+		w.log.Debug("batch failed; handling its events one at a time", "events", len(ready), "err", err)
+	}
+	for _, p := range ready {
+		w.handleOne(ctx, p)
+	}
+}
+
+func deliveries(ps []pending) []Delivery {
+	out := make([]Delivery, len(ps))
+	for i, p := range ps {
+		out[i] = p.d
+	}
+	return out
+}
+
+// admit decodes and validates msg; a message that cannot be handled is settled here.
+func (w *worker) admit(ctx context.Context, msg jetstream.Msg) (pending, bool) {
 	md, err := msg.Metadata()
 	if err != nil {
 		// Not a JetStream delivery: nothing to ack or dead-letter.
 		w.log.Error("message without JetStream metadata", "subject", msg.Subject(), "err", err)
-		return
+		return pending{}, false
 	}
 	m := Meta{
 		Subject:      msg.Subject(),
@@ -233,22 +394,13 @@ func (w *worker) handle(ctx context.Context, msg jetstream.Msg) {
 		Time:         md.Timestamp,
 	}
 	if ctx.Err() != nil {
-		// Shutting down: hand the message back so another instance can take
-		// it now, unless the server would then drop it.
-		if w.lastDelivery(m) {
-			w.deadLetter(ctx, msg, m, fmt.Sprintf("The consumer stopped while the message was on its last allowed delivery (%d).", m.NumDelivered))
-			return
-		}
-		// A short delay, so that replicas stopping together (a rolling
-		// restart) do not bounce it between them and use up its deliveries.
-		_ = msg.NakWithDelay(shutdownRedelivery)
-		return
+		w.handBack(ctx, msg)
+		return pending{}, false
 	}
-
 	ev, err := DecodeJetStream(msg)
 	if err != nil {
 		w.deadLetter(ctx, msg, m, fmt.Sprintf("The message is not a valid CloudEvent: %v.", err))
-		return
+		return pending{}, false
 	}
 	if w.opts.validator != nil {
 		err := protect(func() error { return w.opts.validator(ev) })
@@ -256,25 +408,47 @@ func (w *worker) handle(ctx context.Context, msg jetstream.Msg) {
 		switch {
 		case errors.As(err, &pe):
 			w.retry(ctx, msg, m, ev, err)
-			return
+			return pending{}, false
 		case err != nil:
 			w.deadLetter(ctx, msg, m, fmt.Sprintf("Event %s of type %q was rejected: %v.", ev.ID(), ev.Type(), err))
-			return
+			return pending{}, false
 		}
 	}
+	return pending{msg: msg, d: Delivery{Event: ev, Meta: m}}, true
+}
 
-	stop := w.keepInProgress(msg)
-	err = protect(func() error { return w.handler(ctx, ev, m) })
+// handleOne runs the handler on one event and settles it.
+func (w *worker) handleOne(ctx context.Context, p pending) {
+	stop := w.keepInProgress([]pending{p})
+	err := protect(func() error { return w.handler(ctx, []Delivery{p.d}) })
 	stop()
-
+	ev, m := p.d.Event, p.d.Meta
 	switch {
 	case err == nil:
-		w.ack(ctx, msg, m)
+		w.ack(ctx, p.msg, m)
 	case IsPermanent(err):
-		w.deadLetter(ctx, msg, m, fmt.Sprintf("Handling event %s of type %q failed permanently: %v.", ev.ID(), ev.Type(), err))
+		w.deadLetter(ctx, p.msg, m, fmt.Sprintf("Handling event %s of type %q failed permanently: %v.", ev.ID(), ev.Type(), err))
 	default:
-		w.retry(ctx, msg, m, ev, err)
+		w.retry(ctx, p.msg, m, ev, err)
 	}
+}
+
+// handBack returns a message at shutdown so another instance can take it now, unless the
+// server would then drop it.
+func (w *worker) handBack(ctx context.Context, msg jetstream.Msg) {
+	md, err := msg.Metadata()
+	if err != nil {
+		return
+	}
+	if w.maxDeliver > 0 && md.NumDelivered >= uint64(w.maxDeliver) {
+		m := Meta{Subject: msg.Subject(), Stream: md.Stream, Consumer: md.Consumer, Sequence: md.Sequence.Stream,
+			NumDelivered: md.NumDelivered, Time: md.Timestamp}
+		w.deadLetter(ctx, msg, m, fmt.Sprintf("The consumer stopped while the message was on its last allowed delivery (%d).", md.NumDelivered))
+		return
+	}
+	// A short delay, so that replicas stopping together (a rolling restart) do not
+	// bounce it between them and use up its deliveries.
+	_ = msg.NakWithDelay(shutdownRedelivery)
 }
 
 func (w *worker) ack(ctx context.Context, msg jetstream.Msg, m Meta) {
@@ -334,9 +508,9 @@ func (w *worker) retryDelay(delivered uint64) time.Duration {
 	return min(d, w.opts.retryMax)
 }
 
-// keepInProgress tells the server the message is still being worked on every
+// keepInProgress tells the server the messages are still being worked on every
 // interval until the returned stop is called.
-func (w *worker) keepInProgress(msg jetstream.Msg) (stop func()) {
+func (w *worker) keepInProgress(ps []pending) (stop func()) {
 	if w.opts.inProgress <= 0 {
 		return func() {}
 	}
@@ -350,7 +524,9 @@ func (w *worker) keepInProgress(msg jetstream.Msg) (stop func()) {
 			case <-done:
 				return
 			case <-t.C:
-				_ = msg.InProgress()
+				for _, p := range ps {
+					_ = p.msg.InProgress()
+				}
 			}
 		}
 	})

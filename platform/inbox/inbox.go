@@ -36,3 +36,48 @@ func Handle(ctx context.Context, pool *pgxpool.Pool, consumer string, ev cloudev
 	}
 	return ran, nil
 }
+
+// HandleBatch is Handle for several events in one transaction: each event's inbox row
+// and effects (fn(ctx, tx, i) for evs[i], in order) commit together, and events handled
+// before are skipped. It reports which events ran. An error from any fn rolls the whole
+// batch back.
+func HandleBatch(ctx context.Context, pool *pgxpool.Pool, consumer string, evs []cloudevents.Event, fn func(ctx context.Context, tx pgx.Tx, i int) error) ([]bool, error) {
+	ran := make([]bool, len(evs))
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		ids := make([]string, len(evs))
+		for i, ev := range evs {
+			ids[i] = ev.ID()
+		}
+		rows, err := tx.Query(ctx, `
+			insert into inbox (consumer, event_id) select $1, unnest($2::text[])
+			on conflict do nothing
+			returning event_id`, consumer, ids)
+		if err != nil {
+			return fmt.Errorf("claim inbox rows: %w", err)
+		}
+		claimed, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return fmt.Errorf("claim inbox rows: %w", err)
+		}
+		fresh := make(map[string]bool, len(claimed))
+		for _, id := range claimed {
+			fresh[id] = true
+		}
+		for i, ev := range evs {
+			// An id twice in one batch (a redelivery racing the first) runs once.
+			if !fresh[ev.ID()] {
+				continue
+			}
+			delete(fresh, ev.ID())
+			ran[i] = true
+			if err := fn(ctx, tx, i); err != nil {
+				return fmt.Errorf("%s %s: %w", ev.Type(), ev.ID(), err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("handle a batch of %d events as %s: %w", len(evs), consumer, err)
+	}
+	return ran, nil
+}

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
@@ -122,7 +123,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	r := newRollout(env, cfg)
 	return env.Run(ctx,
 		func(ctx context.Context) error {
-			return bus.Consume(ctx, env.JS, bus.StreamEvents, consumer, r.handle,
+			return bus.ConsumeBatches(ctx, env.JS, bus.StreamEvents, consumer, r.handle,
 				bus.WithValidator(events.Validate), bus.WithLogger(env.Log))
 		},
 		r.runTimers,
@@ -166,52 +167,67 @@ func newRollout(env *service.Env, cfg Config) *rollout {
 
 // handle applies one event: its state changes and the events they cause
 // commit together with its inbox row.
-func (r *rollout) handle(ctx context.Context, ev cloudevents.Event, m bus.Meta) error {
-	payload, err := events.Decode(ev)
-	if err != nil {
-		return bus.Permanent(err)
-	}
-	switch payload.(type) {
-	case *events.HubResourceUpserted, *events.HubResourceDeleted,
-		*events.PlacementUpserted, *events.PlacementDeleted, *events.PlacementScheduled,
-		*events.WorkReported, *events.MemberJoined, *events.MemberLeft:
-	default:
-		// Heartbeats, member updates: not the rollout's business, and
-		// frequent enough that an inbox row for each would be waste.
-		return nil
-	}
-	ran, err := inbox.Handle(ctx, r.env.Pool, consumer, ev, func(ctx context.Context, tx pgx.Tx) error {
-		now := r.now()
-		switch p := payload.(type) {
-		case *events.HubResourceUpserted:
-			return r.upsertHubResource(ctx, tx, ev, m, p, now)
-		case *events.HubResourceDeleted:
-			return r.deleteHubResource(ctx, tx, ev, m, p, now)
-		case *events.PlacementUpserted:
-			return r.upsertPlacement(ctx, tx, m, p, now)
-		case *events.PlacementDeleted:
-			return r.deletePlacement(ctx, tx, m, p.Name, now)
-		case *events.PlacementScheduled:
-			return r.scheduled(ctx, tx, m, p, now)
-		case *events.WorkReported:
-			return r.reported(ctx, tx, m, p, now)
-		case *events.MemberJoined:
-			return r.memberChanged(ctx, tx, m, p.Member.Name, false, "")
-		case *events.MemberLeft:
-			return r.memberChanged(ctx, tx, m, p.Name, true, p.LeavePolicy)
+func (r *rollout) handle(ctx context.Context, batch []bus.Delivery) error {
+	var (
+		evs      []cloudevents.Event
+		metas    []bus.Meta
+		payloads []any
+	)
+	for _, d := range batch {
+		payload, err := events.Decode(d.Event)
+		if err != nil {
+			return bus.Permanent(err)
 		}
+		switch payload.(type) {
+		case *events.HubResourceUpserted, *events.HubResourceDeleted,
+			*events.PlacementUpserted, *events.PlacementDeleted, *events.PlacementScheduled,
+			*events.WorkReported, *events.MemberJoined, *events.MemberLeft:
+			evs, metas, payloads = append(evs, d.Event), append(metas, d.Meta), append(payloads, payload)
+		default:
+			// Heartbeats, member updates: not the rollout's business, and
+			// frequent enough that an inbox row for each would be waste.
+		}
+	}
+	if len(evs) == 0 {
 		return nil
+	}
+	ran, err := inbox.HandleBatch(ctx, r.env.Pool, consumer, evs, func(ctx context.Context, tx pgx.Tx, i int) error {
+		return r.apply(ctx, tx, evs[i], metas[i], payloads[i])
 	})
 	if err != nil {
 		return err
 	}
-	if !ran {
-		r.log.Debug("event already handled", "id", ev.ID(), "type", ev.Type())
+	if !slices.Contains(ran, true) {
+		r.log.Debug("events already handled", "events", len(evs), "first", evs[0].ID())
 		return nil
 	}
 	select {
 	case r.poke <- struct{}{}:
 	default:
+	}
+	return nil
+}
+
+// apply changes the rollout's state for one event.
+func (r *rollout) apply(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, m bus.Meta, payload any) error {
+	now := r.now()
+	switch p := payload.(type) {
+	case *events.HubResourceUpserted:
+		return r.upsertHubResource(ctx, tx, ev, m, p, now)
+	case *events.HubResourceDeleted:
+		return r.deleteHubResource(ctx, tx, ev, m, p, now)
+	case *events.PlacementUpserted:
+		return r.upsertPlacement(ctx, tx, m, p, now)
+	case *events.PlacementDeleted:
+		return r.deletePlacement(ctx, tx, m, p.Name, now)
+	case *events.PlacementScheduled:
+		return r.scheduled(ctx, tx, m, p, now)
+	case *events.WorkReported:
+		return r.reported(ctx, tx, m, p, now)
+	case *events.MemberJoined:
+		return r.memberChanged(ctx, tx, m, p.Member.Name, false, "")
+	case *events.MemberLeft:
+		return r.memberChanged(ctx, tx, m, p.Name, true, p.LeavePolicy)
 	}
 	return nil
 }

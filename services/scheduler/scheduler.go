@@ -45,46 +45,34 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	env.Log.Info("scheduler state loaded", "members", len(s.members), "took", time.Since(start).Round(time.Millisecond))
 	return env.Run(ctx, func(ctx context.Context) error {
-		return bus.Consume(ctx, env.JS, bus.StreamEvents, consumer, s.handle,
+		return bus.ConsumeBatches(ctx, env.JS, bus.StreamEvents, consumer, s.handle,
 			bus.WithValidator(events.Validate), bus.WithLogger(env.Log))
 	})
 }
 
-// handle applies one event: its state changes, decisions, history and the
-// decision events it causes commit together with its inbox row.
-func (s *Scheduler) handle(ctx context.Context, ev cloudevents.Event, _ bus.Meta) error {
-	payload, err := events.Decode(ev)
-	if err != nil {
-		return bus.Permanent(err)
+// handle applies a batch of events in one transaction: their state changes, decisions,
+// history and the decision events they cause commit together with their inbox rows.
+func (s *Scheduler) handle(ctx context.Context, batch []bus.Delivery) error {
+	evs := make([]cloudevents.Event, len(batch))
+	payloads := make([]any, len(batch))
+	// One lock mode for the whole transaction: taking the fleet version for share and
+	// later for update would deadlock two replicas that do the same.
+	exclusive := false
+	for i, d := range batch {
+		payload, err := events.Decode(d.Event)
+		if err != nil {
+			return bus.Permanent(err)
+		}
+		evs[i], payloads[i] = d.Event, payload
+		exclusive = exclusive || changesMembers(payload)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var dirtyMembers bool
-	ran, err := inbox.Handle(ctx, s.env.Pool, consumer, ev, func(ctx context.Context, tx pgx.Tx) error {
-		if err := s.syncMembers(ctx, tx, changesMembers(payload)); err != nil {
-			return err
-		}
-		switch p := payload.(type) {
-		case *events.PlacementUpserted:
-			return s.upsertPlacement(ctx, tx, ev, p)
-		case *events.PlacementDeleted:
-			return s.deletePlacement(ctx, tx, ev, p.Name)
-		case *events.MemberJoined:
-			dirtyMembers = true
-			return s.upsertMember(ctx, tx, ev, &p.Member, true)
-		case *events.MemberUpdated:
-			dirtyMembers = true
-			return s.upsertMember(ctx, tx, ev, &p.Member, false)
-		case *events.MemberLeft:
-			dirtyMembers = true
-			return s.leaveMember(ctx, tx, ev, p.Name)
-		case *events.MemberHeartbeat:
-			changed, err := s.heartbeat(ctx, tx, ev, p)
-			dirtyMembers = changed
-			return err
-		default:
-			return nil // not the scheduler's business
-		}
+	ran, err := inbox.HandleBatch(ctx, s.env.Pool, consumer, evs, func(ctx context.Context, tx pgx.Tx, i int) error {
+		changed, err := s.apply(ctx, tx, evs[i], payloads[i], exclusive)
+		dirtyMembers = dirtyMembers || changed
+		return err
 	})
 	if err != nil {
 		if dirtyMembers {
@@ -93,10 +81,36 @@ func (s *Scheduler) handle(ctx context.Context, ev cloudevents.Event, _ bus.Meta
 		}
 		return err
 	}
-	if !ran {
-		s.env.Log.Debug("event already handled", "id", ev.ID(), "type", ev.Type())
+	for i, ok := range ran {
+		if !ok {
+			s.env.Log.Debug("event already handled", "id", evs[i].ID(), "type", evs[i].Type())
+		}
 	}
 	return nil
+}
+
+// apply applies one event in tx, and reports whether it may have changed the members
+// held in memory. exclusive locks the fleet version for update rather than for share.
+func (s *Scheduler) apply(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, payload any, exclusive bool) (dirtyMembers bool, err error) {
+	if err := s.syncMembers(ctx, tx, exclusive); err != nil {
+		return false, err
+	}
+	switch p := payload.(type) {
+	case *events.PlacementUpserted:
+		return false, s.upsertPlacement(ctx, tx, ev, p)
+	case *events.PlacementDeleted:
+		return false, s.deletePlacement(ctx, tx, ev, p.Name)
+	case *events.MemberJoined:
+		return true, s.upsertMember(ctx, tx, ev, &p.Member, true)
+	case *events.MemberUpdated:
+		return true, s.upsertMember(ctx, tx, ev, &p.Member, false)
+	case *events.MemberLeft:
+		return true, s.leaveMember(ctx, tx, ev, p.Name)
+	case *events.MemberHeartbeat:
+		return s.heartbeat(ctx, tx, ev, p)
+	default:
+		return false, nil // not the scheduler's business
+	}
 }
 
 // changesMembers reports whether an event may change the member set.

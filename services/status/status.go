@@ -63,7 +63,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		func(ctx context.Context) error {
 			// No validator: the audit log records every event, including types
 			// this build does not know; only known, valid payloads are folded.
-			return bus.Consume(ctx, env.JS, bus.StreamEvents, consumer, s.handle, bus.WithLogger(env.Log))
+			return bus.ConsumeBatches(ctx, env.JS, bus.StreamEvents, consumer, s.handle, bus.WithLogger(env.Log))
 		},
 		func(ctx context.Context) error { return s.serveQueries(ctx, env.NC) },
 	)
@@ -71,50 +71,59 @@ func Run(ctx context.Context, cfg Config) (err error) {
 
 // handle records one event in the audit log and folds it, all in one
 // transaction with its inbox row: a redelivered event changes nothing.
-func (s *server) handle(ctx context.Context, ev cloudevents.Event, m bus.Meta) error {
-	payload := s.decode(ev)
-	at := ev.Time()
-	if at.IsZero() {
-		at = m.Time
+func (s *server) handle(ctx context.Context, batch []bus.Delivery) error {
+	evs := make([]cloudevents.Event, len(batch))
+	for i, d := range batch {
+		evs[i] = d.Event
 	}
-	ran, err := inbox.Handle(ctx, s.pool, consumer, ev, func(ctx context.Context, tx pgx.Tx) error {
-		if err := audit(ctx, tx, ev, at); err != nil {
-			return err
-		}
-		switch p := payload.(type) {
-		case nil:
-			return nil
-		case *events.MemberJoined:
-			return s.foldMember(ctx, tx, ev, p.Member.Name, p, at)
-		case *events.MemberUpdated:
-			return s.foldMember(ctx, tx, ev, p.Member.Name, p, at)
-		case *events.MemberLeft:
-			return s.foldMember(ctx, tx, ev, p.Name, p, at)
-		case *events.MemberHeartbeat:
-			return s.foldMember(ctx, tx, ev, p.Name, p, at)
-		case *events.PlacementUpserted:
-			return s.foldPlacement(ctx, tx, ev, p.Placement.Name, p, at)
-		case *events.PlacementDeleted:
-			return s.foldPlacement(ctx, tx, ev, p.Name, p, at)
-		case *events.PlacementScheduled:
-			return s.foldPlacement(ctx, tx, ev, p.Placement, p, at)
-		case *events.SnapshotCreated:
-			return s.foldPlacement(ctx, tx, ev, p.Placement, p, at)
-		case *events.RolloutProgressed:
-			return s.foldPlacement(ctx, tx, ev, p.Placement, p, at)
-		case *events.WorkReported:
-			if err := s.recordReport(ctx, tx, ev, p); err != nil {
-				return err
-			}
-			return s.foldPlacement(ctx, tx, ev, p.Placement, p, at)
-		}
-		return nil
+	ran, err := inbox.HandleBatch(ctx, s.pool, consumer, evs, func(ctx context.Context, tx pgx.Tx, i int) error {
+		return s.fold(ctx, tx, batch[i])
 	})
 	if err != nil {
 		return err
 	}
-	if !ran {
-		s.log.Debug("event already handled", "id", ev.ID(), "type", ev.Type())
+	for i, ok := range ran {
+		if !ok {
+			s.log.Debug("event already handled", "id", evs[i].ID(), "type", evs[i].Type())
+		}
+	}
+	return nil
+}
+
+// fold records one event in the audit log and folds it into the status it concerns.
+func (s *server) fold(ctx context.Context, tx pgx.Tx, d bus.Delivery) error {
+	ev := d.Event
+	at := ev.Time()
+	if at.IsZero() {
+		at = d.Meta.Time
+	}
+	if err := audit(ctx, tx, ev, at); err != nil {
+		return err
+	}
+	switch p := s.decode(ev).(type) {
+	case *events.MemberJoined:
+		return s.foldMember(ctx, tx, ev, p.Member.Name, p, at)
+	case *events.MemberUpdated:
+		return s.foldMember(ctx, tx, ev, p.Member.Name, p, at)
+	case *events.MemberLeft:
+		return s.foldMember(ctx, tx, ev, p.Name, p, at)
+	case *events.MemberHeartbeat:
+		return s.foldMember(ctx, tx, ev, p.Name, p, at)
+	case *events.PlacementUpserted:
+		return s.foldPlacement(ctx, tx, ev, p.Placement.Name, p, at)
+	case *events.PlacementDeleted:
+		return s.foldPlacement(ctx, tx, ev, p.Name, p, at)
+	case *events.PlacementScheduled:
+		return s.foldPlacement(ctx, tx, ev, p.Placement, p, at)
+	case *events.SnapshotCreated:
+		return s.foldPlacement(ctx, tx, ev, p.Placement, p, at)
+	case *events.RolloutProgressed:
+		return s.foldPlacement(ctx, tx, ev, p.Placement, p, at)
+	case *events.WorkReported:
+		if err := s.recordReport(ctx, tx, ev, p); err != nil {
+			return err
+		}
+		return s.foldPlacement(ctx, tx, ev, p.Placement, p, at)
 	}
 	return nil
 }
