@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -175,28 +174,6 @@ func mustJSON(v any) []byte {
 		panic(fmt.Sprintf("test data does not encode: %v", err))
 	}
 	return b
-}
-
-func decodeFixture[T any](t *testing.T, path string) []T {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	docs, err := api.DecodeAll(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []T
-	for _, d := range docs {
-		obj, ok := any(d.Object).(*T)
-		if !ok {
-			t.Fatalf("%s holds a %T", path, d.Object)
-		}
-		out = append(out, *obj)
-	}
-	return out
 }
 
 // withTimeout is a context for setup calls of a test.

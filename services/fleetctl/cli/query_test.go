@@ -16,18 +16,19 @@ import (
 	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/harness/golden"
 	"github.com/flotilla-dev/flotilla/harness/natsserver"
+	"github.com/flotilla-dev/flotilla/services/fleetctl/internal/fleetctltest"
 )
 
-// statusFixture starts NATS with a fake status service holding the fixtures
-// of testdata/status, and returns the --nats flag for fleetctl.
+// statusFixture starts NATS with a fake status service holding the fleet of
+// fleetctltest, and returns the --nats flag for fleetctl.
 func statusFixture(t *testing.T) (*fakeStatus, []string) {
 	t.Helper()
 	srv, nc := natsserver.StartT(t)
 	f := startFakeStatus(t, nc)
-	for _, p := range decodeFixture[api.ClusterResourcePlacement](t, "testdata/status/placements.yaml") {
+	for _, p := range fleetctltest.Placements(t) {
 		f.placements[p.Name] = p
 	}
-	for _, m := range decodeFixture[api.MemberCluster](t, "testdata/status/members.yaml") {
+	for _, m := range fleetctltest.Members(t) {
 		f.members[m.Name] = m
 	}
 	return f, []string{"--nats", srv.URL()}

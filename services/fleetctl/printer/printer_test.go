@@ -14,6 +14,7 @@ import (
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/harness/golden"
+	"github.com/flotilla-dev/flotilla/services/fleetctl/internal/fleetctltest"
 )
 
 func TestParseOutput(t *testing.T) {
@@ -68,7 +69,7 @@ func TestCheckRejectsBadTemplate(t *testing.T) {
 // TestPlacements prints the same placements in every format and compares
 // with golden files; the cases below the loop check what users rely on.
 func TestPlacements(t *testing.T) {
-	crps := placementsFixture(t)
+	crps := fleetctltest.Placements(t)
 	for _, tc := range []struct {
 		name, output string
 		single       bool
@@ -107,7 +108,7 @@ func TestPlacements(t *testing.T) {
 
 func TestPlacementTableColumns(t *testing.T) {
 	var buf bytes.Buffer
-	if err := (Printer{Output: Output{Format: Table}, Now: clock}).Placements(&buf, placementsFixture(t), false); err != nil {
+	if err := (Printer{Output: Output{Format: Table}, Now: clock}).Placements(&buf, fleetctltest.Placements(t), false); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
@@ -128,7 +129,7 @@ func TestPlacementTableColumns(t *testing.T) {
 }
 
 func TestMembers(t *testing.T) {
-	members := membersFixture(t)
+	members := fleetctltest.Members(t)
 	for _, tc := range []struct{ name, output string }{
 		{"table", ""}, {"wide", "wide"}, {"yaml", "yaml"}, {"json", "json"}, {"name", "name"},
 		{"jsonpath", `jsonpath={range .items[*]}{.metadata.name}={.status.properties.kubernetes-fleet\.io/node-count.value}{"\n"}{end}`},
@@ -149,7 +150,7 @@ func TestMembers(t *testing.T) {
 
 func TestMemberTableColumns(t *testing.T) {
 	var buf bytes.Buffer
-	if err := (Printer{Output: Output{Format: Table}, Now: clock}).Members(&buf, membersFixture(t), false); err != nil {
+	if err := (Printer{Output: Output{Format: Table}, Now: clock}).Members(&buf, fleetctltest.Members(t), false); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
@@ -173,7 +174,7 @@ func TestMemberTableColumns(t *testing.T) {
 // and checks that it prints the seed's answer: the cluster that failed, with
 // its failed placement.
 func TestSeedJQCommand(t *testing.T) {
-	crp := placementsFixture(t)[0]
+	crp := fleetctltest.Placements(t)[0]
 	out, err := ParseOutput("jsonpath={.status.placementStatuses}")
 	if err != nil {
 		t.Fatal(err)
@@ -248,8 +249,8 @@ func shape(v any) any {
 }
 
 func TestDescribePlacement(t *testing.T) {
-	crps := placementsFixture(t)
-	envelope := decodeFile[api.ClusterResourcePlacement](t, "crp-envelope.yaml")
+	crps := fleetctltest.Placements(t)
+	envelope := fleetctltest.Decode[api.ClusterResourcePlacement](t, "testdata/crp-envelope.yaml")
 	for _, tc := range []struct {
 		name string
 		crp  api.ClusterResourcePlacement
@@ -270,7 +271,7 @@ func TestDescribePlacement(t *testing.T) {
 
 func TestDescribeShowsWhyAClusterFailed(t *testing.T) {
 	var buf bytes.Buffer
-	crp := placementsFixture(t)[0]
+	crp := fleetctltest.Placements(t)[0]
 	if err := (Printer{Now: clock}).DescribePlacement(&buf, &crp); err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +292,7 @@ func TestDescribeShowsWhyAClusterFailed(t *testing.T) {
 }
 
 func TestDescribeMember(t *testing.T) {
-	m := membersFixture(t)[0]
+	m := fleetctltest.Members(t)[0]
 	var buf bytes.Buffer
 	if err := (Printer{Now: clock}).DescribeMember(&buf, &m); err != nil {
 		t.Fatal(err)
