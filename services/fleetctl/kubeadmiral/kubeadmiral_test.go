@@ -1,8 +1,6 @@
 package kubeadmiral
 
 import (
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -12,6 +10,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/harness/golden"
+	"github.com/flotilla-dev/flotilla/harness/seeds"
 )
 
 func decodePolicy(t *testing.T, text string) Policy {
@@ -34,11 +33,7 @@ func decodePolicy(t *testing.T, text string) Policy {
 // select the policy's labelled objects of the default kinds, split by the
 // adopt label, on the one listed cluster.
 func TestSeed004(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("testdata", "seed-004-3.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	conv, errs := Convert(decodePolicy(t, string(data)))
+	conv, errs := Convert(decodePolicy(t, seeds.Read(t, "004-3.reindented.yaml")))
 	if len(errs) > 0 {
 		t.Fatalf("Convert: %v", errs)
 	}
