@@ -14,6 +14,7 @@ import (
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/harness/golden"
+	"github.com/flotilla-dev/flotilla/harness/seeds"
 	"github.com/flotilla-dev/flotilla/services/fleetctl/internal/fleetctltest"
 )
 
@@ -250,7 +251,7 @@ func shape(v any) any {
 
 func TestDescribePlacement(t *testing.T) {
 	crps := fleetctltest.Placements(t)
-	envelope := fleetctltest.Decode[api.ClusterResourcePlacement](t, "testdata/crp-envelope.yaml")
+	envelope := fleetctltest.Decode[api.ClusterResourcePlacement](t, "seed 003-5", seeds.Read(t, "003-5.completed.yaml"))
 	for _, tc := range []struct {
 		name string
 		crp  api.ClusterResourcePlacement

@@ -4,10 +4,8 @@
 package fleetctltest
 
 import (
-	"bytes"
 	_ "embed"
-	"io"
-	"os"
+	"strings"
 	"testing"
 
 	"github.com/flotilla-dev/flotilla/events/api"
@@ -15,39 +13,29 @@ import (
 
 var (
 	//go:embed placements.yaml
-	placements []byte
+	placements string
 	//go:embed members.yaml
-	members []byte
+	members string
 )
 
 // Placements are the fleet's placements as the status service reports them.
 func Placements(t testing.TB) []api.ClusterResourcePlacement {
 	t.Helper()
-	return decode[api.ClusterResourcePlacement](t, "placements.yaml", bytes.NewReader(placements))
+	return Decode[api.ClusterResourcePlacement](t, "placements.yaml", placements)
 }
 
 // Members are the fleet's members as the status service reports them.
 func Members(t testing.TB) []api.MemberCluster {
 	t.Helper()
-	return decode[api.MemberCluster](t, "members.yaml", bytes.NewReader(members))
+	return Decode[api.MemberCluster](t, "members.yaml", members)
 }
 
-// Decode decodes the YAML file at path, each document a T.
-func Decode[T any](t testing.TB, path string) []T {
+// Decode decodes the YAML documents of text (named name in failures), each a T.
+func Decode[T any](t testing.TB, name, text string) []T {
 	t.Helper()
-	f, err := os.Open(path)
+	docs, err := api.DecodeAll(strings.NewReader(text))
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	return decode[T](t, path, f)
-}
-
-func decode[T any](t testing.TB, name string, r io.Reader) []T {
-	t.Helper()
-	docs, err := api.DecodeAll(r)
-	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s: %v", name, err)
 	}
 	var out []T
 	for _, d := range docs {
