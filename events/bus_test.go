@@ -18,10 +18,10 @@ import (
 
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/bus"
+	"github.com/flotilla-dev/flotilla/harness/bustest"
 	"github.com/flotilla-dev/flotilla/harness/natsserver"
 	"github.com/flotilla-dev/flotilla/harness/poll"
 	"github.com/flotilla-dev/flotilla/harness/postgres"
-	"github.com/flotilla-dev/flotilla/harness/servicetest"
 )
 
 func TestMain(m *testing.M) { os.Exit(postgres.RunMain(m)) }
@@ -95,14 +95,14 @@ func TestEveryEventTypeCrossesTheBus(t *testing.T) {
 		mu.Unlock()
 		return nil
 	}
-	servicetest.Consume(t, js, bus.StreamEvents, bus.ConsumerStatus, record)
+	bustest.Consume(t, js, bus.StreamEvents, bus.ConsumerStatus, record)
 	applyConsumer, err := bus.EnsureApplyConsumer(t.Context(), js, "member-1", bus.TopologyOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Work events are last-value per subject: publish the tombstone after the
 	// apply consumer has seen the desired state.
-	servicetest.Consume(t, js, bus.StreamWork, applyConsumer, record)
+	bustest.Consume(t, js, bus.StreamWork, applyConsumer, record)
 
 	ex := examples()
 	// The tombstone goes last: it replaces the desired state on its subject.
@@ -153,7 +153,7 @@ func TestEveryEventTypeCrossesTheBus(t *testing.T) {
 func TestBadMessagesAreDeadLetteredAndTheQueueMovesOn(t *testing.T) {
 	nc, js := startBus(t)
 	var handled atomic.Int32
-	servicetest.Consume(t, js, bus.StreamEvents, bus.ConsumerScheduler, func(ctx context.Context, ev cloudevents.Event, m bus.Meta) error {
+	bustest.Consume(t, js, bus.StreamEvents, bus.ConsumerScheduler, func(ctx context.Context, ev cloudevents.Event, m bus.Meta) error {
 		handled.Add(1)
 		return nil
 	})

@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
@@ -102,26 +101,6 @@ func (e *Env) Run(name string, run func(ctx context.Context) error) (stop func()
 	}
 	e.t.Cleanup(stop)
 	return stop
-}
-
-// Consume runs h on the durable consumer of stream until the test ends, as a
-// service would: events are validated, a failed one is retried after 50 to
-// 200ms, and Consume returning an error fails the test.
-func Consume(t testing.TB, js jetstream.JetStream, stream, consumer string, h bus.Handler) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	log := slog.New(slog.NewTextHandler(t.Output(), nil))
-	go func() {
-		done <- bus.Consume(ctx, js, stream, consumer, h,
-			bus.WithValidator(events.Validate), bus.WithLogger(log), bus.WithRetryDelay(50*time.Millisecond, 200*time.Millisecond))
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("consume %s: %v", consumer, err)
-		}
-	})
 }
 
 // Collected gathers the payloads of type T published on some subjects, from

@@ -13,6 +13,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/bus"
+	"github.com/flotilla-dev/flotilla/harness/bustest"
 	"github.com/flotilla-dev/flotilla/harness/poll"
 	"github.com/flotilla-dev/flotilla/harness/postgres"
 	"github.com/flotilla-dev/flotilla/harness/servicetest"
@@ -29,7 +30,7 @@ func TestRedeliveredEventTakesEffectOnce(t *testing.T) {
 	js, pool := env.JS, env.Pool
 
 	var deliveries atomic.Int32
-	servicetest.Consume(t, js, bus.StreamEvents, bus.ConsumerStatus, func(ctx context.Context, ev cloudevents.Event, m bus.Meta) error {
+	bustest.Consume(t, js, bus.StreamEvents, bus.ConsumerStatus, func(ctx context.Context, ev cloudevents.Event, m bus.Meta) error {
 		deliveries.Add(1)
 		_, err := inbox.Handle(ctx, pool, "status", ev, func(ctx context.Context, tx pgx.Tx) error {
 			_, err := tx.Exec(ctx, `insert into audit_log (event_id, type, source, subject, time, payload)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/bus"
+	"github.com/flotilla-dev/flotilla/harness/bustest"
 	"github.com/flotilla-dev/flotilla/harness/poll"
 	"github.com/flotilla-dev/flotilla/harness/postgres"
 	"github.com/flotilla-dev/flotilla/harness/servicetest"
@@ -58,7 +59,7 @@ func TestOutboxRelaysCommittedEventsOnce(t *testing.T) {
 
 	var seen []string
 	var mu sync.Mutex
-	servicetest.Consume(t, js, bus.StreamEvents, bus.ConsumerRollout, func(_ context.Context, ev cloudevents.Event, _ bus.Meta) error {
+	bustest.Consume(t, js, bus.StreamEvents, bus.ConsumerRollout, func(_ context.Context, ev cloudevents.Event, _ bus.Meta) error {
 		mu.Lock()
 		seen = append(seen, ev.ID())
 		mu.Unlock()
