@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -57,7 +58,7 @@ func (a *Applier) Apply(ctx context.Context, w *events.WorkDesired) (*events.Wor
 	p.mu.Lock()
 	defer p.mu.Unlock()
 
-	r := &run{a: a, p: p, w: w, strategy: StrategyWithDefaults(w.ApplyStrategy), now: a.now()}
+	r := &run{a: a, p: p, w: w, strategy: StrategyWithDefaults(w.ApplyStrategy), now: a.now(), began: time.Now()}
 	prev := p.byKey
 	objs := manifest.Parse(w.Manifests)
 	r.objects = make([]*tracked, len(objs))
@@ -94,12 +95,15 @@ func (a *Applier) Apply(ctx context.Context, w *events.WorkDesired) (*events.Wor
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("apply placement %s: %w", w.Placement, err)
 	}
+	r.mark(&r.timing.applied)
 	pruned, err := r.pruneStale(ctx, prev, scan)
+	r.mark(&r.timing.pruned)
 	if err != nil {
 		a.log.Warn("removing objects the placement no longer wants failed; will retry on the next run",
 			"placement", w.Placement, "err", err)
 	}
 	r.commit(prev)
+	r.logTimings(ctx)
 	if !pruned {
 		// The next run searches the member again rather than trusting
 		// this run's state to say what the placement owned before.
@@ -133,10 +137,15 @@ func (r *run) applyWaves(ctx context.Context) {
 					return
 				}
 			}
+			if len(byWave[wave]) == 0 {
+				return
+			}
+			r.mark(&r.timing.waves[wave][0])
 			forEach(ctx, r.a.workers, byWave[wave], func(t *tracked) { r.process(ctx, t) })
 			if wave == manifest.WaveFoundation {
 				r.a.waitForCRDs(ctx, r.appliedCRDs())
 			}
+			r.mark(&r.timing.waves[wave][1])
 		})
 	}
 	wg.Wait()
@@ -151,6 +160,13 @@ type run struct {
 	now         time.Time
 	objects     []*tracked
 	unreachable atomic.Bool
+	// began and timing say when the run's phases ended, for the debug
+	// log; each field is written by one goroutine.
+	began  time.Time
+	timing struct {
+		waves           [manifest.NumWaves][2]time.Duration // start, end
+		applied, pruned time.Duration
+	}
 
 	mu        sync.Mutex
 	takeovers []events.TakeoverDecision
@@ -181,6 +197,29 @@ func (r *run) inCreatedNamespace(t *tracked) bool {
 	defer r.mu.Unlock()
 	return r.created[t.obj.Object.GetNamespace()]
 }
+
+// mark records the time since the run began in d.
+func (r *run) mark(d *time.Duration) { *d = time.Since(r.began) }
+
+// logTimings logs, at debug level, when each wave of the run started and
+// ended, when the last wave and the removal of stale objects (which waits for
+// the search for them) were done, and the whole run.
+func (r *run) logTimings(ctx context.Context) {
+	if !r.a.log.Enabled(ctx, slog.LevelDebug) {
+		return
+	}
+	var waves []string
+	for wave, t := range r.timing.waves {
+		if t[1] > 0 {
+			waves = append(waves, fmt.Sprintf("%d:%s-%s", wave, ms(t[0]), ms(t[1])))
+		}
+	}
+	r.a.log.Debug("placement applied", "placement", r.w.Placement, "objects", len(r.objects),
+		"waves", strings.Join(waves, " "), "applied", ms(r.timing.applied), "pruned", ms(r.timing.pruned),
+		"took", ms(time.Since(r.began)))
+}
+
+func ms(d time.Duration) string { return d.Round(100 * time.Microsecond).String() }
 
 // commit makes the run's objects the placement's state and builds its report.
 func (r *run) commit(prev map[manifest.Key]*tracked) {

@@ -29,7 +29,7 @@ func (w *Worker) handle(_ context.Context, ev cloudevents.Event, m bus.Meta) err
 // Older messages than the one held for the placement are ignored
 // (redeliveries, and the replay overlapping the consumer).
 func (w *Worker) take(ev cloudevents.Event, seq uint64) error {
-	d := &desired{seq: seq}
+	d := &desired{seq: seq, at: time.Now()}
 	var placement, cluster string
 	switch ev.Type() {
 	case events.TypeWorkDesired:

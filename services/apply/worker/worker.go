@@ -111,7 +111,8 @@ type item struct {
 
 // desired is the latest desired state of a placement.
 type desired struct {
-	seq  uint64 // stream sequence of the message
+	seq  uint64    // stream sequence of the message
+	at   time.Time // when the worker took it, for the debug log
 	work *events.WorkDesired
 	tomb *events.WorkTombstoned
 	done bool // a tombstone that has been carried out
@@ -124,7 +125,7 @@ func New(cfg Config) (*Worker, error) {
 		return nil, errors.New("new apply worker: Cluster, REST and JetStream are required")
 	}
 	log := cfg.Logger.With("cluster", cfg.Cluster)
-	a, err := applier.New(cfg.REST, applier.Options{Cluster: cfg.Cluster, Logger: log})
+	a, err := applier.New(cfg.REST, applier.Options{Cluster: cfg.Cluster, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
 	}
@@ -246,14 +247,15 @@ func (w *Worker) process(ctx context.Context, it item) {
 	if d != nil && !d.done {
 		work, tomb = d.work, d.tomb
 	}
-	seq := uint64(0)
+	seq, taken := uint64(0), time.Time{}
 	if d != nil {
-		seq = d.seq
+		seq, taken = d.seq, d.at
 	}
 	w.mu.Unlock()
 
 	unlock := w.locks.lock(it.placement)
 	defer unlock()
+	began := time.Now()
 	var (
 		report *events.WorkReported
 		err    error
@@ -270,9 +272,12 @@ func (w *Worker) process(ctx context.Context, it item) {
 	if ctx.Err() != nil {
 		return
 	}
+	applied := time.Now()
 	if report != nil {
 		w.publish(ctx, report)
 	}
+	w.log.Debug("placement processed", "placement", it.placement, "since_received", began.Sub(taken).Round(100*time.Microsecond),
+		"apply", applied.Sub(began).Round(100*time.Microsecond), "publish", time.Since(applied).Round(100*time.Microsecond))
 	if err == nil && retriable(report) {
 		err = errors.New("some manifests failed to apply")
 	}
