@@ -109,20 +109,7 @@ func (e *DocumentError) Error() string {
 	if e.Item >= 0 {
 		fmt.Fprintf(&b, ", items[%d]", e.Item)
 	}
-	var where []string
-	if e.Kind != "" {
-		w := e.Kind
-		if e.Name != "" {
-			w += " " + e.Name
-		}
-		where = append(where, w)
-	}
-	if e.Line > 0 {
-		where = append(where, fmt.Sprintf("starting at line %d", e.Line))
-	}
-	if len(where) > 0 {
-		fmt.Fprintf(&b, " (%s)", strings.Join(where, ", "))
-	}
+	b.WriteString(Whereabouts(e.Kind, e.Name, e.Line, "starting at line"))
 	b.WriteString(": ")
 	if list, ok := e.Err.(ErrorList); ok && len(list) > 1 {
 		b.WriteString(fmt.Sprintf("%d problems:\n  ", len(list)))
@@ -137,3 +124,23 @@ func (e *DocumentError) Error() string {
 }
 
 func (e *DocumentError) Unwrap() error { return e.Err }
+
+// Whereabouts says which object a problem is in and where it starts, as " (Kind name,
+// <lineWord> N)", or "" when nothing is known.
+func Whereabouts(kind, name string, line int, lineWord string) string {
+	var where []string
+	if kind != "" {
+		w := kind
+		if name != "" {
+			w += " " + name
+		}
+		where = append(where, w)
+	}
+	if line > 0 {
+		where = append(where, fmt.Sprintf("%s %d", lineWord, line))
+	}
+	if len(where) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(where, ", ") + ")"
+}

@@ -20,27 +20,16 @@ func Require(t testing.TB) {
 }
 
 // PostgresT starts a PostgreSQL container for the test and returns its URL; see Require.
-func PostgresT(t testing.TB) string {
-	t.Helper()
-	Require(t)
-	c, err := StartPostgres(t.Context(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := c.Stop(context.Background()); err != nil {
-			t.Log(err)
-		}
-	})
-	t.Logf("PostgreSQL container at %s", c.URL)
-	return c.URL
-}
+func PostgresT(t testing.TB) string { return startT(t, "PostgreSQL", StartPostgres) }
 
 // NATST starts a NATS container with JetStream for the test and returns its URL; see Require.
-func NATST(t testing.TB) string {
+func NATST(t testing.TB) string { return startT(t, "NATS", StartNATS) }
+
+// startT starts a container of the default image with start, removing it when the test ends.
+func startT(t testing.TB, what string, start func(ctx context.Context, image string) (*Container, error)) string {
 	t.Helper()
 	Require(t)
-	c, err := StartNATS(t.Context(), "")
+	c, err := start(t.Context(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,6 +38,6 @@ func NATST(t testing.TB) string {
 			t.Log(err)
 		}
 	})
-	t.Logf("NATS container at %s", c.URL)
+	t.Logf("%s container at %s", what, c.URL)
 	return c.URL
 }

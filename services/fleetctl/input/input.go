@@ -155,20 +155,7 @@ type Problem struct {
 func (p Problem) String() string {
 	var b strings.Builder
 	b.WriteString(where(p.Source, p.Index, p.Item))
-	var about []string
-	if p.Kind != "" {
-		a := p.Kind
-		if p.Name != "" {
-			a += " " + p.Name
-		}
-		about = append(about, a)
-	}
-	if p.Line > 0 {
-		about = append(about, fmt.Sprintf("line %d", p.Line))
-	}
-	if len(about) > 0 {
-		fmt.Fprintf(&b, " (%s)", strings.Join(about, ", "))
-	}
+	b.WriteString(api.Whereabouts(p.Kind, p.Name, p.Line, "line"))
 	b.WriteString(": ")
 	if p.Field != "" {
 		b.WriteString(p.Field + ": ")
