@@ -156,7 +156,8 @@ func ConsumeBatches(ctx context.Context, js jetstream.JetStream, stream, consume
 	return consume(ctx, js, stream, consumer, h, opts)
 }
 
-func consume(ctx context.Context, js jetstream.JetStream, stream, consumer string, h BatchHandler, opts []Option) error {
+// newConsumeOptions applies opts to the defaults.
+func newConsumeOptions(opts []Option) consumeOptions {
 	o := consumeOptions{
 		logger:     slog.Default(),
 		retryBase:  250 * time.Millisecond,
@@ -168,9 +169,45 @@ func consume(ctx context.Context, js jetstream.JetStream, stream, consumer strin
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if o.batchCount < 1 {
-		o.batchCount = 1
+	o.batchCount = max(o.batchCount, 1)
+	return o
+}
+
+// consumeErrors keeps the last error the client reported, and signals when pulls go
+// unanswered: a pull sent after the consumer was deleted gets "no responders" and then
+// missed heartbeats, which the client retries forever, so Consume checks then whether
+// the consumer is gone and fails instead of idling.
+type consumeErrors struct {
+	log        *slog.Logger
+	mu         sync.Mutex
+	last       error
+	unanswered chan struct{}
+}
+
+func (e *consumeErrors) report(_ jetstream.ConsumeContext, err error) {
+	e.log.Warn("consumer error", "err", err)
+	e.mu.Lock()
+	e.last = err
+	e.mu.Unlock()
+	if errors.Is(err, jetstream.ErrNoHeartbeat) || errors.Is(err, nats.ErrNoResponders) {
+		select {
+		case e.unanswered <- struct{}{}:
+		default:
+		}
 	}
+}
+
+func (e *consumeErrors) lastOr(def error) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.last == nil {
+		return def
+	}
+	return e.last
+}
+
+func consume(ctx context.Context, js jetstream.JetStream, stream, consumer string, h BatchHandler, opts []Option) error {
+	o := newConsumeOptions(opts)
 	cons, err := js.Consumer(ctx, stream, consumer)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -190,28 +227,8 @@ func consume(ctx context.Context, js jetstream.JetStream, stream, consumer strin
 		maxDeliver: cfg.MaxDeliver,
 	}
 
-	var (
-		mu      sync.Mutex
-		lastErr error
-	)
-	// A pull sent after the consumer was deleted gets "no responders" and
-	// then missed heartbeats, which the client retries forever; check then
-	// whether the consumer is gone so the service fails instead of idling.
-	unanswered := make(chan struct{}, 1)
-	consumeOpts := []jetstream.PullConsumeOpt{
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			w.log.Warn("consumer error", "err", err)
-			mu.Lock()
-			lastErr = err
-			mu.Unlock()
-			if errors.Is(err, jetstream.ErrNoHeartbeat) || errors.Is(err, nats.ErrNoResponders) {
-				select {
-				case unanswered <- struct{}{}:
-				default:
-				}
-			}
-		}),
-	}
+	errs := &consumeErrors{log: w.log, unanswered: make(chan struct{}, 1)}
+	consumeOpts := []jetstream.PullConsumeOpt{jetstream.ConsumeErrHandler(errs.report)}
 	if o.maxBuffer > 0 {
 		consumeOpts = append(consumeOpts, jetstream.PullMaxMessages(o.maxBuffer))
 	}
@@ -262,13 +279,8 @@ func consume(ctx context.Context, js jetstream.JetStream, stream, consumer strin
 				}
 			}
 		case <-closed:
-			mu.Lock()
-			defer mu.Unlock()
-			if lastErr == nil {
-				lastErr = errors.New("stopped")
-			}
-			return fmt.Errorf("consume %s/%s: %w", stream, consumer, lastErr)
-		case <-unanswered:
+			return fmt.Errorf("consume %s/%s: %w", stream, consumer, errs.lastOr(errors.New("stopped")))
+		case <-errs.unanswered:
 			if _, err := cons.Info(ctx); errors.Is(err, jetstream.ErrConsumerNotFound) {
 				cc.Stop()
 				<-closed
