@@ -68,6 +68,8 @@ func subjectFor(t *testing.T, typ string) string {
 		}
 	case "placementstatus":
 		s, err = events.StatusSubject("web-2-crp")
+	case "outbox":
+		s, err = events.OutboxSubject("web-2-crp")
 	default:
 		t.Fatalf("no subject for %s", typ)
 	}

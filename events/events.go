@@ -42,6 +42,7 @@ var catalogue = map[string]entry{
 	TypeRolloutProgressed:      {func() any { return new(RolloutProgressed) }, validateRolloutProgressed},
 	TypeWorkReported:           {func() any { return new(WorkReported) }, validateWorkReported},
 	TypePlacementStatusChanged: {func() any { return new(PlacementStatusChanged) }, validatePlacementStatusChanged},
+	TypeOutboxQuarantined:      {func() any { return new(OutboxQuarantined) }, validateOutboxQuarantined},
 }
 
 // Types lists every event type in the catalogue.

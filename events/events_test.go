@@ -135,3 +135,36 @@ func TestSubjectsScopePerCluster(t *testing.T) {
 		t.Error("a name with a wildcard made a subject")
 	}
 }
+
+// SubjectNames reads back what the subject functions put in.
+func TestSubjectNames(t *testing.T) {
+	must := func(s string, err error) string {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	tests := []struct {
+		subject            string
+		placement, cluster string
+	}{
+		{must(events.PlacementSubject("web.v2")), "web.v2", ""},
+		{must(events.SchedulingSubject("web")), "web", ""},
+		{must(events.RolloutSubject("web")), "web", ""},
+		{must(events.StatusSubject("web")), "web", ""},
+		{must(events.OutboxSubject("web")), "web", ""},
+		{must(events.OutboxSubject("")), "", ""},
+		{must(events.MemberSubject("member.eu-1")), "", "member.eu-1"},
+		{must(events.WorkSubject("member.eu-1", "web")), "web", "member.eu-1"},
+		{must(events.WorkStatusSubject("member-1", "web.v2")), "web.v2", "member-1"},
+		{must(events.HubResourceSubject("apps", "Deployment", "shop", "web")), "", ""},
+		{"elsewhere.work.member-1.web", "", ""},
+	}
+	for _, tt := range tests {
+		p, c := events.SubjectNames(tt.subject)
+		if p != tt.placement || c != tt.cluster {
+			t.Errorf("SubjectNames(%q) = %q, %q; want %q, %q", tt.subject, p, c, tt.placement, tt.cluster)
+		}
+	}
+}

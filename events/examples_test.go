@@ -115,5 +115,11 @@ func examples() map[string]any {
 					ObservedGeneration: 3, LastTransitionTime: metav1.NewTime(exampleTime)}},
 			},
 		}},
+		events.TypeOutboxQuarantined: events.OutboxQuarantined{
+			EventID: "0b8f1c52-2d4e-5b0a-9a43-6f3c2a1d7e90", Type: events.TypeWorkDesired, Subject: "flotilla.work.member-1.web-2-crp",
+			Placement: "web-2-crp", Cluster: "member-1", Size: 1843977, Limit: 1048576,
+			Reason:        "event 0b8f1c52-2d4e-5b0a-9a43-6f3c2a1d7e90 of type io.flotilla.work.desired.v1 for flotilla.work.member-1.web-2-crp is 1843977 bytes, over the bus limit of 1048576 bytes",
+			QuarantinedAt: exampleTime,
+		},
 	}
 }

@@ -226,3 +226,32 @@ type WorkReported struct {
 type PlacementStatusChanged struct {
 	Placement api.ClusterResourcePlacement `json:"placement"`
 }
+
+// OutboxQuarantined says that a hub service's outbox set an event aside that
+// it could never publish: over the bus's size limit when enqueued or
+// published, headers that do not decode, or too many failed attempts. The
+// event stays in the service's database (view outbox_quarantine); the events
+// behind it are published. Placement and Cluster are set when the event's
+// subject names them, so that the status service can show the problem in the
+// placement's status.
+//
+// Size bound: names (each at most 253 bytes), the subject, a type, an id and
+// a reason of at most MaxQuarantineReason bytes: under 3 KB.
+type OutboxQuarantined struct {
+	EventID   string `json:"eventId"`
+	Type      string `json:"type"`
+	Subject   string `json:"subject"`
+	Placement string `json:"placement,omitempty"`
+	Cluster   string `json:"cluster,omitempty"`
+	// Size is the encoded message (headers and payload) in bytes; Limit is
+	// the bus's limit on one message when the size was the reason.
+	Size  int64 `json:"size"`
+	Limit int64 `json:"limit,omitempty"`
+	// Attempts counts the failed publishes (0 when quarantined at enqueue).
+	Attempts      int       `json:"attempts"`
+	Reason        string    `json:"reason"`
+	QuarantinedAt time.Time `json:"quarantinedAt"`
+}
+
+// MaxQuarantineReason bounds OutboxQuarantined.Reason, in bytes.
+const MaxQuarantineReason = 1024

@@ -2,6 +2,7 @@ package events
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/flotilla-dev/flotilla/events/bus"
@@ -61,6 +62,42 @@ func WorkStatusSubject(cluster, placement string) (string, error) {
 // StatusSubject carries a placement's status changes: flotilla.status.<placement>.
 func StatusSubject(placement string) (string, error) {
 	return subject("flotilla.status", placement)
+}
+
+// OutboxSubject carries a hub service's notices about its outbox, such as an
+// event it quarantined: flotilla.outbox.<placement>, or flotilla.outbox.- for
+// an event that names no placement ('-' is no Kubernetes name).
+func OutboxSubject(placement string) (string, error) {
+	if placement == "" {
+		return "flotilla.outbox.-", nil
+	}
+	return subject("flotilla.outbox", placement)
+}
+
+// SubjectNames reads the placement and the cluster a subject names, if it
+// names them: the reverse of the subject functions above (a hub subject names
+// neither). An unknown subject names nothing.
+func SubjectNames(subject string) (placement, cluster string) {
+	toks := strings.Split(subject, ".")
+	if len(toks) < 3 || toks[0] != "flotilla" {
+		return "", ""
+	}
+	name := func(tok string) string {
+		n, err := bus.ParseSubjectToken(tok)
+		if err != nil || n == "-" {
+			return ""
+		}
+		return n
+	}
+	switch {
+	case len(toks) == 3 && slices.Contains([]string{"placement", "scheduling", "rollout", "status", "outbox"}, toks[1]):
+		return name(toks[2]), ""
+	case len(toks) == 3 && toks[1] == "member":
+		return "", name(toks[2])
+	case len(toks) == 4 && (toks[1] == "work" || toks[1] == "workstatus"):
+		return name(toks[3]), name(toks[2])
+	}
+	return "", ""
 }
 
 func subject(prefix string, names ...string) (string, error) {

@@ -26,4 +26,7 @@ const (
 
 	// Status.
 	TypePlacementStatusChanged = "io.flotilla.placementstatus.changed.v1"
+
+	// Outbox relays of the hub services.
+	TypeOutboxQuarantined = "io.flotilla.outbox.quarantined.v1"
 )

@@ -130,3 +130,12 @@ func validateWorkReported(p any) error {
 func validatePlacementStatusChanged(p any) error {
 	return required("placement.metadata.name", p.(*PlacementStatusChanged).Placement.Name)
 }
+
+func validateOutboxQuarantined(p any) error {
+	v := p.(*OutboxQuarantined)
+	errs := []error{required("eventId", v.EventID), required("type", v.Type), required("subject", v.Subject), required("reason", v.Reason)}
+	if len(v.Reason) > MaxQuarantineReason {
+		errs = append(errs, fmt.Errorf("reason: %d bytes, over %d", len(v.Reason), MaxQuarantineReason))
+	}
+	return errors.Join(errs...)
+}

@@ -13,7 +13,7 @@ import (
 // Stream names.
 const (
 	// StreamEvents holds the event history: placement, member, hub,
-	// scheduling, work status, rollout and status events.
+	// scheduling, work status, rollout, status and outbox events.
 	StreamEvents = "EVENTS"
 	// StreamWork holds the desired state per (cluster, placement): only the
 	// last message per subject is kept.
@@ -38,6 +38,7 @@ const (
 	SubjectsWorkStatus = "flotilla.workstatus.>"
 	SubjectsRollout    = "flotilla.rollout.>"
 	SubjectsStatus     = "flotilla.status.>"
+	SubjectsOutbox     = "flotilla.outbox.>"
 	SubjectsWork       = "flotilla.work.>"
 	SubjectsDeadLetter = "flotilla.deadletter.>"
 
@@ -118,7 +119,7 @@ func (o TopologyOptions) Streams() []jetstream.StreamConfig {
 			Description: "Flotilla events",
 			Subjects: []string{
 				SubjectsPlacement, SubjectsMember, SubjectsHub, SubjectsScheduling,
-				SubjectsWorkStatus, SubjectsRollout, SubjectsStatus,
+				SubjectsWorkStatus, SubjectsRollout, SubjectsStatus, SubjectsOutbox,
 			},
 			Retention:  jetstream.LimitsPolicy,
 			Storage:    o.Storage,
