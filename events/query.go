@@ -7,13 +7,70 @@ import (
 )
 
 // Queries are answered by the status service over NATS request-reply (a
-// nats.go micro service named QueryService). Requests and replies are JSON.
-// Every reply is a QueryReply; an error reply sets Error and the micro
-// error headers.
+// nats.go micro service named QueryService). Requests are JSON. Every reply
+// is the JSON of a QueryReply; an error reply sets Error and the micro error
+// headers (Nats-Service-Error, Nats-Service-Error-Code).
+//
+// # Bounded replies
+//
+// A reply grows with the fleet (a placement on 5,000 clusters is several MB,
+// over NATS's 1 MB message limit), so it travels as a stream of pieces, none
+// over QueryReplyPieceBytes of JSON (package events/reply implements both
+// ends):
+//
+//   - The client subscribes to a private inbox (nc.NewInbox, which keeps a
+//     credential's inbox prefix) and publishes the request with that inbox
+//     as its reply subject.
+//   - The service publishes pieces 0, 1, ... on the inbox. A piece's data is
+//     the next at most QueryReplyPieceBytes of the reply's JSON (less when the
+//     server's max_payload asks for it); its QueryReplyPieceHeader is its
+//     index. The last piece also carries QueryReplyBytesHeader (the whole
+//     reply's length) and QueryReplyDigestHeader ("sha256=" and the hex
+//     SHA-256 of the whole reply): that marks it last. A reply of one piece is
+//     the whole JSON in one message, as before pieces.
+//   - An error may end a reply at any point: a message with micro's error
+//     headers and, as data, a QueryReply with Error set. Before any piece it
+//     is the whole answer, as before pieces.
+//   - A first message without QueryReplyPieceHeader is a whole reply (a
+//     service from before pieces).
+//   - The client waits for each piece in turn, its timeout per piece (a long
+//     reply is not a slow one), and fails, never printing what it has, on a
+//     piece missing, twice, out of order or over the bound, a length or digest
+//     that does not match, or a reply over QueryReplyMaxBytes. The service
+//     stops at that cap too, with an error reply saying so.
+//
+// Why a stream rather than pages (limit and a continue token): one request
+// reads one snapshot (a list pages through PostgreSQL with keyset pagination
+// in one read-only repeatable-read transaction) and serialises a huge object
+// once, where chunks asked for one by one would read and serialise it once per
+// chunk and could mix two versions; no token or state has to survive between
+// requests that micro's queue group may hand to different replicas; and core
+// NATS keeps the order of the messages of one publisher to one subscriber, so
+// pieces need no acknowledgements (the checks catch what a slow consumer
+// drops). The service stays a micro service: a handler publishes each piece to
+// the request's reply subject (micro.Request.Reply) and answers an error with
+// micro.Request.Error, so the endpoint's stats count requests, time and errors.
 const (
 	QueryService = "flotilla-status"
 	// QuerySubjectPrefix is followed by the endpoint name.
 	QuerySubjectPrefix = "flotilla.query."
+
+	// QueryReplyPieceBytes bounds the data of one reply message: well under
+	// NATS's default 1 MB max_payload, with room for the headers (under
+	// 1 KiB).
+	QueryReplyPieceBytes = 256 << 10
+	// QueryReplyMaxBytes caps a whole reply: past it the service answers an
+	// error and the client stops reading.
+	QueryReplyMaxBytes = 64 << 20
+
+	// QueryReplyPieceHeader is a piece's index in its reply, from 0.
+	QueryReplyPieceHeader = "Flotilla-Reply-Piece"
+	// QueryReplyBytesHeader, on the last piece, is the length of the whole
+	// reply in bytes.
+	QueryReplyBytesHeader = "Flotilla-Reply-Bytes"
+	// QueryReplyDigestHeader, on the last piece, is the digest of the whole
+	// reply: "sha256=" and the SHA-256 in lower-case hex.
+	QueryReplyDigestHeader = "Flotilla-Reply-Digest"
 
 	QueryGetPlacement   = "placement.get"     // NameQuery -> api.ClusterResourcePlacement
 	QueryListPlacements = "placement.list"    // ListQuery -> []api.ClusterResourcePlacement
