@@ -40,9 +40,10 @@ const FieldManager = "flotilla"
 type Options struct {
 	// Cluster is the member's name, used in reports and logs.
 	Cluster string
-	// Concurrency bounds the API requests in flight for one placement's
-	// wave. Default 16.
-	Concurrency int
+	// MaxInFlight bounds the requests in flight to the member, shared by
+	// every placement (a dependency wave's objects are applied at once up
+	// to it). Default DefaultMaxInFlight.
+	MaxInFlight int
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Now defaults to time.Now.
@@ -52,11 +53,13 @@ type Options struct {
 // Applier applies placements to one member cluster. It is safe for
 // concurrent use; calls for the same placement run one at a time.
 type Applier struct {
-	cluster  string
-	dyn      dynamic.Interface
-	meta     metadata.Interface
-	disc     discovery.CachedDiscoveryInterface
-	mapper   *restmapper.DeferredDiscoveryRESTMapper
+	cluster string
+	dyn     dynamic.Interface
+	meta    metadata.Interface
+	disc    discovery.CachedDiscoveryInterface
+	mapper  *restmapper.DeferredDiscoveryRESTMapper
+	// workers bounds the objects of a wave processed at once: MaxInFlight
+	// (each has one request in flight at a time; more would only wait).
 	workers  int
 	log      *slog.Logger
 	now      func() time.Time
@@ -67,16 +70,18 @@ type Applier struct {
 }
 
 // New returns an Applier for the member reached through cfg. It makes no
-// request yet. cfg's rate limits are raised (a copy is changed): applying is
-// bounded by Concurrency instead.
+// request yet. cfg's client-side rate limit is lifted (a copy is changed):
+// the requests in flight are bounded by MaxInFlight instead.
 func New(cfg *rest.Config, opts Options) (*Applier, error) {
 	if opts.Cluster == "" {
 		return nil, errors.New("new applier: cluster name is required")
 	}
-	cfg = rest.CopyConfig(cfg)
-	if cfg.QPS == 0 || cfg.QPS < 200 {
-		cfg.QPS, cfg.Burst = 500, 1000
+	if opts.MaxInFlight <= 0 {
+		opts.MaxInFlight = DefaultMaxInFlight
 	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = -1, 0
+	cfg.Wrap(newInFlight(opts.MaxInFlight))
 	// Deprecation warnings of the kinds a scan lists are noise here.
 	cfg.WarningHandler = rest.NoWarnings{}
 	if cfg.Timeout == 0 {
@@ -95,9 +100,6 @@ func New(cfg *rest.Config, opts Options) (*Applier, error) {
 		return nil, fmt.Errorf("new applier for %s: %w", opts.Cluster, err)
 	}
 	cached := memory.NewMemCacheClient(dc)
-	if opts.Concurrency <= 0 {
-		opts.Concurrency = 16
-	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -110,7 +112,7 @@ func New(cfg *rest.Config, opts Options) (*Applier, error) {
 		meta:       meta,
 		disc:       cached,
 		mapper:     restmapper.NewDeferredDiscoveryRESTMapper(cached),
-		workers:    opts.Concurrency,
+		workers:    opts.MaxInFlight,
 		log:        opts.Logger.With("cluster", opts.Cluster),
 		now:        opts.Now,
 		placements: map[string]*placement{},

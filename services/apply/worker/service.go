@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/flotilla-dev/flotilla/platform/service"
+	"github.com/flotilla-dev/flotilla/services/apply/applier"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/client-go/rest"
@@ -30,11 +31,12 @@ type Options struct {
 	// KubeconfigDir runs a worker per file: the member's name is the file
 	// name without its extension (.kubeconfig, .yaml, .yml, .conf).
 	KubeconfigDir string
-	// HeartbeatPeriod, ResyncPeriod and Placements tune each worker; zero
-	// values take Config's defaults.
+	// HeartbeatPeriod, ResyncPeriod, Placements and MaxInFlight tune each
+	// worker; zero values take Config's defaults.
 	HeartbeatPeriod time.Duration
 	ResyncPeriod    time.Duration
 	Placements      int
+	MaxInFlight     int
 }
 
 // RegisterFlags adds the apply service's own flags.
@@ -45,14 +47,15 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.HeartbeatPeriod, "heartbeat-period", 0, "member heartbeat period (default 60s)")
 	fs.DurationVar(&o.ResyncPeriod, "resync-period", 0, "re-apply every placement this often (default 5m)")
 	fs.IntVar(&o.Placements, "placements", 0, "placements applied at once per member (default 4)")
+	fs.IntVar(&o.MaxInFlight, "max-inflight", 0, fmt.Sprintf("requests in flight to each member, all placements together (default %d)", applier.DefaultMaxInFlight))
 }
 
 // Validate checks the shared options and the worker's tuning; Members checks which
 // members to run for.
 func (o *Options) Validate() error {
 	errs := []error{o.Options.Validate()}
-	if o.HeartbeatPeriod < 0 || o.ResyncPeriod < 0 || o.Placements < 0 {
-		errs = append(errs, errors.New("--heartbeat-period, --resync-period and --placements must not be negative"))
+	if o.HeartbeatPeriod < 0 || o.ResyncPeriod < 0 || o.Placements < 0 || o.MaxInFlight < 0 {
+		errs = append(errs, errors.New("--heartbeat-period, --resync-period, --placements and --max-inflight must not be negative"))
 	}
 	return errors.Join(errs...)
 }
@@ -142,6 +145,7 @@ func Run(ctx context.Context, opts Options) (err error) {
 		HeartbeatPeriod: opts.HeartbeatPeriod,
 		ResyncPeriod:    opts.ResyncPeriod,
 		Placements:      opts.Placements,
+		MaxInFlight:     opts.MaxInFlight,
 		Logger:          env.Log,
 	}
 	return env.Run(ctx, func(ctx context.Context) error { return RunMembers(ctx, env.JS, members, cfg) })

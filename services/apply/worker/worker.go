@@ -44,6 +44,10 @@ type Config struct {
 	ResyncPeriod time.Duration
 	// Placements bounds the placements applied at once. Default 4.
 	Placements int
+	// MaxInFlight bounds the requests in flight to the member, all
+	// placements together (objects of a dependency wave are applied at
+	// once up to it). Default applier.DefaultMaxInFlight.
+	MaxInFlight int
 	// RetryBase and RetryMax bound the backoff of a placement whose apply
 	// or deletion could not finish (an unreachable member). Default 1s and
 	// 5 minutes.
@@ -125,7 +129,7 @@ func New(cfg Config) (*Worker, error) {
 		return nil, errors.New("new apply worker: Cluster, REST and JetStream are required")
 	}
 	log := cfg.Logger.With("cluster", cfg.Cluster)
-	a, err := applier.New(cfg.REST, applier.Options{Cluster: cfg.Cluster, Logger: cfg.Logger})
+	a, err := applier.New(cfg.REST, applier.Options{Cluster: cfg.Cluster, MaxInFlight: cfg.MaxInFlight, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
 	}
