@@ -67,6 +67,9 @@ type Applier struct {
 
 	mu         sync.Mutex
 	placements map[string]*placement
+
+	scanMu sync.Mutex
+	scan   *memberScan // the last search of the member; see ownedAfter
 }
 
 // New returns an Applier for the member reached through cfg. It makes no
@@ -137,6 +140,9 @@ type placement struct {
 	// placement owns since this process started, so later runs can tell
 	// stale objects from the previous desired state alone.
 	scanned bool
+	// ranUntil is when the last Apply of the placement ended: a search of
+	// the member that started before it may miss what that run applied.
+	ranUntil time.Time
 	// report is the latest result.
 	report *events.WorkReported
 }

@@ -57,6 +57,8 @@ func (a *Applier) Apply(ctx context.Context, w *events.WorkDesired) (*events.Wor
 	p := a.state(w.Placement)
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	since := p.ranUntil
+	defer func() { p.ranUntil = time.Now() }()
 
 	r := &run{a: a, p: p, w: w, strategy: StrategyWithDefaults(w.ApplyStrategy), now: a.now(), began: time.Now()}
 	prev := p.byKey
@@ -81,12 +83,13 @@ func (a *Applier) Apply(ctx context.Context, w *events.WorkDesired) (*events.Wor
 
 	// The first run of a placement in this process looks for every object
 	// it owns, to remove those it no longer wants; that search runs beside
-	// the apply.
+	// the apply, and may serve other placements' first runs too (see
+	// ownedAfter).
 	var scan chan scanResult
 	if r.strategy.Type != api.ApplyStrategyTypeReportDiff && !p.scanned {
 		scan = make(chan scanResult, 1)
 		go func() {
-			refs, err := a.scanOwned(ctx, w.Placement)
+			refs, err := a.ownedAfter(ctx, w.Placement, since)
 			scan <- scanResult{refs, err}
 		}()
 	}

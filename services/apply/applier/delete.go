@@ -104,6 +104,13 @@ func (r *run) pruneStale(ctx context.Context, prev map[manifest.Key]*tracked, sc
 		want[t.obj.Key()] = true
 	}
 	var stale []ownedRef
+	seen := map[types.UID]bool{}
+	add := func(ref ownedRef) {
+		if !want[ref.key] && !seen[ref.uid] {
+			seen[ref.uid] = true
+			stale = append(stale, ref)
+		}
+	}
 	if scan != nil {
 		res := <-scan
 		if res.err != nil {
@@ -111,15 +118,14 @@ func (r *run) pruneStale(ctx context.Context, prev map[manifest.Key]*tracked, sc
 		}
 		r.p.scanned = true
 		for _, ref := range res.refs {
-			if !want[ref.key] {
-				stale = append(stale, ref)
-			}
+			add(ref)
 		}
-	} else {
-		for k, t := range prev {
-			if !want[k] && t.owned && t.mapped && t.live != nil {
-				stale = append(stale, ownedRef{gvr: t.gvr, namespaced: t.namespaced, key: k, uid: t.live.GetUID(), wave: t.obj.Wave})
-			}
+	}
+	// And what the previous run applied: one of its objects re-created
+	// since (Recheck) may be newer than the search this run was given.
+	for k, t := range prev {
+		if t.owned && t.mapped && t.live != nil {
+			add(ownedRef{gvr: t.gvr, namespaced: t.namespaced, key: k, uid: t.live.GetUID(), wave: t.obj.Wave})
 		}
 	}
 	if len(stale) == 0 {
@@ -278,49 +284,6 @@ func (a *Applier) resources() ([]listable, error) {
 		}
 	}
 	return out, nil
-}
-
-// scanOwned finds every member object the placement owns, by listing each
-// resource for Flotilla's label and reading the owners annotation.
-func (a *Applier) scanOwned(ctx context.Context, placementName string) ([]ownedRef, error) {
-	res, err := a.resources()
-	if err != nil {
-		return nil, err
-	}
-	var (
-		mu   sync.Mutex
-		out  []ownedRef
-		errs []error
-	)
-	forEach(ctx, 8, res, func(r listable) {
-		list, err := a.meta.Resource(r.gvr).List(ctx, metav1.ListOptions{LabelSelector: manifest.ManagedBySelector})
-		mu.Lock()
-		defer mu.Unlock()
-		if err != nil {
-			if apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err) || apierrors.IsForbidden(err) {
-				return
-			}
-			errs = append(errs, fmt.Errorf("list %s: %w", r.gvr, err))
-			return
-		}
-		for _, item := range list.Items {
-			if !manifest.OwnedBy(item.Labels, placementName) {
-				continue
-			}
-			gk := schema.GroupKind{Group: r.gvr.Group, Kind: r.kind}
-			out = append(out, ownedRef{
-				gvr: r.gvr, namespaced: r.namespaced, uid: item.UID, wave: manifest.WaveOf(gk),
-				key: manifest.Key{Group: gk.Group, Kind: gk.Kind, Namespace: item.Namespace, Name: item.Name},
-			})
-		}
-	})
-	if err := errors.Join(errs...); err != nil {
-		if unreachable(err) {
-			return nil, fmt.Errorf("%w: %v", ErrUnreachable, err)
-		}
-		return nil, fmt.Errorf("find objects of placement %s: %w", placementName, err)
-	}
-	return out, ctx.Err()
 }
 
 // holdsOthers reports why deleting ref would take objects the placement does

@@ -1,0 +1,61 @@
+package applier_test
+
+import (
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/flotilla-dev/flotilla/events/api"
+	"github.com/flotilla-dev/flotilla/services/apply/applier"
+)
+
+// searches counts the requests that search the member by label.
+type searches struct {
+	next http.RoundTripper
+	n    atomic.Int64
+}
+
+func (s *searches) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodGet && strings.Contains(req.URL.RawQuery, "labelSelector") {
+		s.n.Add(1)
+	}
+	return s.next.RoundTrip(req)
+}
+
+// TestFirstRunsShareOneSearch: after a restart, the search of the member that
+// the first run of one placement made also serves the next placement's first
+// run, which still removes what that placement owned and no longer lists.
+func TestFirstRunsShareOneSearch(t *testing.T) {
+	placement, other := name(t, "crp"), name(t, "other")
+	ns, otherNS := name(t, ""), name(t, "other-ns")
+	mustApply(t, newApplier(t), placement, api.ApplyStrategy{}, nsYAML(ns), configMapYAML(ns, "keep", "1"), configMapYAML(ns, "drop", "1"), configMapYAML(ns, "drop-later", "1"))
+
+	counted := &searches{}
+	cfg := members.RESTConfig(member)
+	cfg.Wrap(func(next http.RoundTripper) http.RoundTripper { counted.next = next; return counted })
+	fresh, err := applier.New(cfg, applier.Options{Cluster: member}) // as after a restart
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustApply(t, fresh, other, api.ApplyStrategy{}, nsYAML(otherNS), configMapYAML(otherNS, "other", "1"))
+	if counted.n.Load() == 0 {
+		t.Fatal("the first run after a restart did not search the member")
+	}
+
+	counted.n.Store(0)
+	mustApply(t, fresh, placement, api.ApplyStrategy{}, nsYAML(ns), configMapYAML(ns, "keep", "1"), configMapYAML(ns, "drop-later", "1"))
+	if n := counted.n.Load(); n != 0 {
+		t.Errorf("the second placement's first run searched the member again (%d lists)", n)
+	}
+	if !gone(t, ns, "drop") {
+		t.Error("an object the placement owned before the restart and no longer lists survived its first run")
+	}
+	mustApply(t, fresh, placement, api.ApplyStrategy{}, nsYAML(ns), configMapYAML(ns, "keep", "1"))
+	if !gone(t, ns, "drop-later") {
+		t.Error("a dropped object survived")
+	}
+	if gone(t, ns, "keep") || gone(t, otherNS, "other") {
+		t.Error("a wanted object was deleted")
+	}
+}
