@@ -77,7 +77,7 @@ func TestMigrateCreatesTheSchema(t *testing.T) {
 		"BASE TABLE takeover_decisions", "BASE TABLE drift_reports", "BASE TABLE placement_status",
 		"BASE TABLE placement_status_transitions", "BASE TABLE audit_log", "BASE TABLE inbox",
 		"BASE TABLE outbox", "BASE TABLE dead_letters",
-		"VIEW takeover_history", "VIEW drift_this_week", "VIEW apply_results_latest",
+		"VIEW takeover_history", "VIEW drift_this_week", "VIEW apply_results_latest", "VIEW outbox_quarantine",
 	} {
 		if !have[want] {
 			t.Errorf("schema lacks %s", want)
@@ -291,5 +291,39 @@ func TestReadmeQueriesRun(t *testing.T) {
 		if err != nil {
 			t.Errorf("README query fails: %v\n%s", err, query)
 		}
+	}
+}
+
+// Quarantined outbox rows leave the publish queue and show in outbox_quarantine; a subject's
+// rows share one relay partition.
+func TestOutboxQuarantineView(t *testing.T) {
+	t.Parallel()
+	conn := connect(t, postgres.NewTestDB(t))
+	_, err := conn.Exec(t.Context(), `
+		insert into outbox (event_id, subject, type, payload, size, quarantined_at, quarantine_reason)
+		values ('ev-1', 'flotilla.work.m1.web', 'io.flotilla.work.desired.v1', '\x7b7d', 2000000, now(), 'too big'),
+		       ('ev-2', 'flotilla.work.m1.web', 'io.flotilla.work.desired.v1', '\x7b7d', 2, null, null)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var eventID, reason string
+	var size, attempts int
+	var firstFailed, lastFailed *time.Time
+	err = conn.QueryRow(t.Context(), `select event_id, reason, size, attempts, first_failed_at, last_failed_at from outbox_quarantine`).
+		Scan(&eventID, &reason, &size, &attempts, &firstFailed, &lastFailed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if eventID != "ev-1" || reason != "too big" || size != 2000000 || attempts != 0 || firstFailed == nil || lastFailed == nil {
+		t.Fatalf("outbox_quarantine = %s %q %d bytes %d attempts, failed %v..%v", eventID, reason, size, attempts, firstFailed, lastFailed)
+	}
+	var partitions, queued int
+	if err := conn.QueryRow(t.Context(), `
+		select count(distinct relay_partition), count(*) filter (where quarantined_at is null)
+		from outbox where relay_partition between 0 and 15`).Scan(&partitions, &queued); err != nil {
+		t.Fatal(err)
+	}
+	if partitions != 1 || queued != 1 {
+		t.Fatalf("%d partitions for one subject, %d rows queued; want 1 and 1", partitions, queued)
 	}
 }

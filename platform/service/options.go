@@ -58,6 +58,10 @@ type Options struct {
 	// Topology tunes the streams and consumers: --stream-replicas sets Replicas, tests
 	// shorten timeouts.
 	Topology bus.TopologyOptions
+	// OutboxMaxBytes is the largest event (headers and payload) a hub service enqueues;
+	// a larger one is quarantined. 0, or more than the server's max_payload, means the
+	// server's max_payload.
+	OutboxMaxBytes int64
 
 	// NATSOptions are extra connection options (nats.InProcessServer for the standalone).
 	NATSOptions []nats.Option
@@ -74,6 +78,7 @@ func (o *Options) Register(fs *flag.FlagSet) {
 		fs.BoolVar(&o.MigrateOnly, "migrate-only", false, "apply the database migrations and exit")
 		replicas, _ := strconv.Atoi(os.Getenv(EnvStreamReplicas))
 		fs.IntVar(&o.Topology.Replicas, "stream-replicas", replicas, "replicas of the JetStream streams (3 on a 3-node NATS cluster; default 1; env "+EnvStreamReplicas+")")
+		fs.Int64Var(&o.OutboxMaxBytes, "outbox-max-bytes", 0, "largest event the outbox lets through, headers and payload; larger ones are quarantined (default and at most: the NATS server's max_payload)")
 	}
 	fs.StringVar(&o.LogFormat, "log-format", envOr(EnvLogFormat, "json"), "log format: json or text (env "+EnvLogFormat+")")
 	fs.StringVar(&o.LogLevel, "log-level", envOr(EnvLogLevel, "info"), "log level: debug, info, warn or error (env "+EnvLogLevel+")")
@@ -88,6 +93,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Topology.Replicas < 0 || o.Topology.Replicas > 5 {
 		errs = append(errs, fmt.Errorf("--stream-replicas: %d is not from 1 to 5 (0 means 1)", o.Topology.Replicas))
+	}
+	if o.OutboxMaxBytes < 0 {
+		errs = append(errs, fmt.Errorf("--outbox-max-bytes: %d is negative (0 means the server's max_payload)", o.OutboxMaxBytes))
 	}
 	switch o.LogFormat {
 	case "", "json", "text":

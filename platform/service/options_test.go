@@ -51,6 +51,7 @@ func TestMainRefusesABadCommandLineBeforeRunning(t *testing.T) {
 		"unknown flag":     {"--database-url", "postgres://db", "--nope"},
 		"stray argument":   {"--database-url", "postgres://db", "extra"},
 		"too many streams": {"--database-url", "postgres://db", "--stream-replicas", "7"},
+		"negative limit":   {"--database-url", "postgres://db", "--outbox-max-bytes", "-1"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var cfg testConfig

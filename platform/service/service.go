@@ -97,6 +97,13 @@ func Open(ctx context.Context, name string, opts Options) (*Env, error) {
 		return nil, err
 	}
 	env.Pool = pool
+	// The outbox quarantines what the server would refuse, or what is over
+	// the configured limit if that is smaller.
+	limit := nc.MaxPayload()
+	if opts.OutboxMaxBytes > 0 && opts.OutboxMaxBytes < limit {
+		limit = opts.OutboxMaxBytes
+	}
+	outbox.SetMaxBytes(limit)
 	return env, nil
 }
 
@@ -117,7 +124,7 @@ type Runnable func(ctx context.Context) error
 func (e *Env) Run(ctx context.Context, loops ...Runnable) error {
 	g, ctx := errgroup.WithContext(ctx)
 	if e.Pool != nil {
-		relay := &outbox.Relay{Pool: e.Pool, JS: e.JS, Logger: e.Log}
+		relay := &outbox.Relay{Pool: e.Pool, JS: e.JS, Logger: e.Log, Source: e.Source}
 		g.Go(func() error { return relay.Run(ctx) })
 		// Hub services (those with a database) may read every stream, so they
 		// also dead-letter messages whose deliveries ran out in a crash.
