@@ -119,8 +119,10 @@ func TestAuditQueries(t *testing.T) {
 			t.Errorf("AUDIT.md query %d fails: %v\n%s", i+1, err, q)
 		}
 		// Every question has an answer in this story, except the scheduler's
-		// history: no scheduler runs here (TestHistoryWithTheScheduler has one).
-		if n == 0 && !strings.Contains(q, "from scheduling_decisions") {
+		// history: no scheduler runs here (TestHistoryWithTheScheduler has
+		// one), and the outbox quarantine: nothing in it is too big
+		// (platform/outbox's tests fill it).
+		if n == 0 && !strings.Contains(q, "from scheduling_decisions") && !strings.Contains(q, "from outbox_quarantine") {
 			t.Errorf("AUDIT.md query %d answers nothing:\n%s", i+1, q)
 		}
 	}
