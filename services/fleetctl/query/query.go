@@ -15,6 +15,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
+	"github.com/flotilla-dev/flotilla/events/reply"
 )
 
 var (
@@ -24,14 +25,18 @@ var (
 	ErrNoStatusService = errors.New("the status service is not running")
 )
 
-// DefaultTimeout bounds a query whose context has no deadline.
+// DefaultTimeout bounds the wait for each message of a reply.
 const DefaultTimeout = 10 * time.Second
 
 // Client queries the status service.
 type Client struct {
 	nc *nats.Conn
-	// Timeout bounds each query when the context has no deadline.
+	// Timeout bounds the wait for each message of a reply (the first one
+	// includes the service's database work); a reply in many pieces may take
+	// longer as a whole. The context's deadline, if any, bounds the whole.
 	Timeout time.Duration
+	// maxBytes caps a reply (events.QueryReplyMaxBytes when 0).
+	maxBytes int64
 }
 
 // New returns a client on nc.
@@ -99,6 +104,10 @@ func (e *Error) Is(target error) bool {
 	return target == ErrNotFound && e.NotFound
 }
 
+// call asks endpoint and decodes its reply, which arrives in pieces on a
+// private inbox (events/query.go): each piece is waited for with the
+// client's Timeout, and the pieces are put together by reply.Assembler,
+// which refuses a reply with a piece missing, repeated or out of order.
 func call[T any](ctx context.Context, c *Client, endpoint string, request any) (T, error) {
 	var zero T
 	subject := events.QuerySubjectPrefix + endpoint
@@ -106,19 +115,9 @@ func call[T any](ctx context.Context, c *Client, endpoint string, request any) (
 	if err != nil {
 		return zero, fmt.Errorf("query %s: %w", endpoint, err)
 	}
-	if _, ok := ctx.Deadline(); !ok && c.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.Timeout)
-		defer cancel()
-	}
-	msg, err := c.nc.RequestWithContext(ctx, subject, data)
-	switch {
-	case errors.Is(err, nats.ErrNoResponders):
-		return zero, fmt.Errorf("%w: nothing answers on %s; start it (make run starts every service) or point --nats at the NATS server it uses", ErrNoStatusService, subject)
-	case errors.Is(err, context.DeadlineExceeded):
-		return zero, fmt.Errorf("query %s: the status service did not answer in time", endpoint)
-	case err != nil:
-		return zero, fmt.Errorf("query %s: %w", endpoint, err)
+	msg, err := c.receive(ctx, endpoint, subject, data)
+	if err != nil {
+		return zero, err
 	}
 
 	var reply events.QueryReply[T]
@@ -136,4 +135,51 @@ func call[T any](ctx context.Context, c *Client, endpoint string, request any) (
 		return zero, fmt.Errorf("query %s: cannot read the status service's answer: %w", endpoint, decodeErr)
 	}
 	return reply.Result, nil
+}
+
+// receive publishes the request with a private inbox as its reply subject
+// and returns the answer put together from the messages that arrive there.
+func (c *Client) receive(ctx context.Context, endpoint, subject string, data []byte) (*reply.Piece, error) {
+	inbox := c.nc.NewInbox()
+	sub, err := c.nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, fmt.Errorf("query %s: subscribe to the reply inbox: %w", endpoint, err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	asm := reply.NewAssembler(c.maxBytes)
+	// Room for a whole reply at the cap, however many pieces, so that a long
+	// reply read slowly is not cut short as a slow consumer.
+	if err := sub.SetPendingLimits(-1, 2*events.QueryReplyMaxBytes); err != nil {
+		return nil, fmt.Errorf("query %s: %w", endpoint, err)
+	}
+	if err := c.nc.PublishRequest(subject, inbox, data); err != nil {
+		return nil, fmt.Errorf("query %s: %w", endpoint, err)
+	}
+	for {
+		wait := ctx
+		cancel := context.CancelFunc(func() {})
+		if c.Timeout > 0 {
+			wait, cancel = context.WithTimeout(ctx, c.Timeout)
+		}
+		msg, err := sub.NextMsgWithContext(wait)
+		cancel()
+		pieces, size := asm.Received()
+		switch {
+		case errors.Is(err, nats.ErrNoResponders):
+			return nil, fmt.Errorf("%w: nothing answers on %s; start it (make run starts every service) or point --nats at the NATS server it uses", ErrNoStatusService, subject)
+		case errors.Is(err, context.DeadlineExceeded) && pieces == 0:
+			return nil, fmt.Errorf("query %s: the status service did not answer in time", endpoint)
+		case errors.Is(err, context.DeadlineExceeded):
+			return nil, fmt.Errorf("query %s: the status service stopped answering: %d pieces (%d bytes) of the reply arrived, not the last", endpoint, pieces, size)
+		case err != nil:
+			return nil, fmt.Errorf("query %s: %w", endpoint, err)
+		}
+		answer, err := asm.Add(reply.Piece{Header: msg.Header, Data: msg.Data})
+		if err != nil {
+			return nil, fmt.Errorf("query %s: %w", endpoint, err)
+		}
+		if answer != nil {
+			return answer, nil
+		}
+	}
 }
