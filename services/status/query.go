@@ -31,12 +31,18 @@ const (
 	// maxTransitions bounds the status transitions a history reply carries
 	// (the newest ones).
 	maxTransitions = 1000
+	// placementPage and memberPage are the rows a list reads from PostgreSQL
+	// at a time: fewer placements, whose status may name thousands of
+	// clusters.
+	placementPage = 20
+	memberPage    = 500
 )
 
 // Error codes of error replies (in the micro error headers).
 const (
 	codeBadRequest = "400"
 	codeNotFound   = "404"
+	codeTooLarge   = "413"
 	codeInternal   = "500"
 )
 
@@ -50,7 +56,8 @@ func (e badRequest) Error() string { return e.err.Error() }
 
 // serveQueries answers queries (events.QueryService) until ctx ends. Each
 // endpoint listens on events.QuerySubjectPrefix + its name, in micro's
-// default queue group, so replicas share the load.
+// default queue group, so replicas share the load; replies travel in bounded
+// pieces (query_reply.go).
 func (s *server) serveQueries(ctx context.Context, nc *nats.Conn) error {
 	svc, err := micro.AddService(nc, micro.Config{
 		Name:        events.QueryService,
@@ -64,12 +71,12 @@ func (s *server) serveQueries(ctx context.Context, nc *nats.Conn) error {
 		name    string
 		handler micro.Handler
 	}{
-		{events.QueryGetPlacement, endpoint(ctx, s, (*server).getPlacement)},
-		{events.QueryListPlacements, endpoint(ctx, s, (*server).listPlacements)},
-		{events.QueryGetMember, endpoint(ctx, s, (*server).getMember)},
-		{events.QueryListMembers, endpoint(ctx, s, (*server).listMembers)},
-		{events.QueryHistory, endpoint(ctx, s, (*server).history)},
-		{events.QueryTakeovers, endpoint(ctx, s, (*server).takeovers)},
+		{events.QueryGetPlacement, whole(ctx, s, nc, (*server).getPlacement)},
+		{events.QueryListPlacements, list(ctx, s, nc, (*server).listPlacements)},
+		{events.QueryGetMember, whole(ctx, s, nc, (*server).getMember)},
+		{events.QueryListMembers, list(ctx, s, nc, (*server).listMembers)},
+		{events.QueryHistory, whole(ctx, s, nc, (*server).history)},
+		{events.QueryTakeovers, whole(ctx, s, nc, (*server).takeovers)},
 	}
 	for _, e := range endpoints {
 		// micro endpoint names allow no dots; the subject keeps the contract's name.
@@ -85,50 +92,6 @@ func (s *server) serveQueries(ctx context.Context, nc *nats.Conn) error {
 		return fmt.Errorf("stop query service: %w", err)
 	}
 	return nil
-}
-
-// endpoint adapts a typed query function to a micro handler: it decodes the
-// request (an empty body is the zero query) and wraps the answer in an
-// events.QueryReply; an error reply also sets micro's error headers.
-func endpoint[Q, R any](ctx context.Context, s *server, fn func(*server, context.Context, Q) (R, error)) micro.Handler {
-	return micro.HandlerFunc(func(req micro.Request) {
-		var (
-			q      Q
-			result R
-			err    error
-		)
-		if data := req.Data(); len(strings.TrimSpace(string(data))) > 0 {
-			if jerr := json.Unmarshal(data, &q); jerr != nil {
-				err = badRequest{fmt.Errorf("the query is not valid JSON for %T: %v", q, jerr)}
-			}
-		}
-		if err == nil {
-			qctx, cancel := context.WithTimeout(ctx, queryTimeout)
-			result, err = fn(s, qctx, q)
-			cancel()
-		}
-		if err == nil {
-			if rerr := req.RespondJSON(events.QueryReply[R]{Result: result}); rerr != nil {
-				s.log.Warn("query reply failed", "subject", req.Subject(), "err", rerr)
-			}
-			return
-		}
-		reply := events.QueryReply[R]{Error: err.Error()}
-		code := codeInternal
-		var bad badRequest
-		switch {
-		case errors.Is(err, errNotFound):
-			code, reply.NotFound = codeNotFound, true
-		case errors.As(err, &bad):
-			code = codeBadRequest
-		default:
-			s.log.Error("query failed", "subject", req.Subject(), "err", err)
-		}
-		data, _ := json.Marshal(reply)
-		if rerr := req.Error(code, err.Error(), data); rerr != nil {
-			s.log.Warn("query reply failed", "subject", req.Subject(), "err", rerr)
-		}
-	})
 }
 
 func requireName(q events.NameQuery) error {
@@ -149,123 +112,148 @@ func selector(q events.ListQuery) (labels.Selector, error) {
 	return sel, nil
 }
 
-// placementQuery selects live placements with their status.
+// placementQuery selects live placements (name, placement) with their status.
 const placementQuery = `
-	select p.placement, s.status
+	select p.name, p.placement, s.status
 	from status_placements p left join placement_status s on s.placement = p.name
 	where p.placement is not null and not p.deleted`
 
-func scanPlacement(row pgx.CollectableRow) (api.ClusterResourcePlacement, error) {
+// storedPlacement is a placement as a reply carries it: the stored
+// placement with the stored status in place. The status names every
+// cluster (megabytes at 5,000 clusters), so it goes out as stored, never
+// decoded and encoded again; the labels are read for selectors.
+type storedPlacement struct {
+	json   json.RawMessage
+	labels map[string]string
+}
+
+func (p storedPlacement) MarshalJSON() ([]byte, error) { return p.json, nil }
+
+func scanPlacement(row pgx.CollectableRow) (keyed[storedPlacement], error) {
 	var (
-		crp               api.ClusterResourcePlacement
+		crp               keyed[storedPlacement]
 		placement, status []byte
 	)
-	if err := row.Scan(&placement, &status); err != nil {
+	if err := row.Scan(&crp.key, &placement, &status); err != nil {
 		return crp, err
 	}
-	if err := json.Unmarshal(placement, &crp); err != nil {
-		return crp, err
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(placement, &fields); err != nil {
+		return crp, fmt.Errorf("placement %s: %w", crp.key, err)
 	}
-	if len(status) > 0 {
-		if err := json.Unmarshal(status, &crp.Status); err != nil {
-			return crp, err
+	var meta struct {
+		Labels map[string]string `json:"labels"`
+	}
+	if m := fields["metadata"]; m != nil {
+		if err := json.Unmarshal(m, &meta); err != nil {
+			return crp, fmt.Errorf("placement %s: metadata: %w", crp.key, err)
 		}
 	}
+	if len(status) > 0 {
+		fields["status"] = status
+	}
+	raw, err := json.Marshal(fields)
+	if err != nil {
+		return crp, fmt.Errorf("placement %s: %w", crp.key, err)
+	}
+	crp.item = storedPlacement{json: raw, labels: meta.Labels}
 	return crp, nil
 }
 
-func (s *server) getPlacement(ctx context.Context, q events.NameQuery) (api.ClusterResourcePlacement, error) {
+func (s *server) getPlacement(ctx context.Context, q events.NameQuery) (storedPlacement, error) {
 	if err := requireName(q); err != nil {
-		return api.ClusterResourcePlacement{}, err
+		return storedPlacement{}, err
 	}
 	rows, err := s.pool.Query(ctx, placementQuery+` and p.name = $1`, q.Name)
 	if err != nil {
-		return api.ClusterResourcePlacement{}, fmt.Errorf("get placement %s: %w", q.Name, err)
+		return storedPlacement{}, fmt.Errorf("get placement %s: %w", q.Name, err)
 	}
 	crp, err := pgx.CollectExactlyOneRow(rows, scanPlacement)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return crp, fmt.Errorf("clusterresourceplacement %q %w", q.Name, errNotFound)
+		return crp.item, fmt.Errorf("clusterresourceplacement %q %w", q.Name, errNotFound)
 	}
 	if err != nil {
-		return crp, fmt.Errorf("get placement %s: %w", q.Name, err)
+		return crp.item, fmt.Errorf("get placement %s: %w", q.Name, err)
 	}
-	return crp, nil
+	return crp.item, nil
 }
 
-func (s *server) listPlacements(ctx context.Context, q events.ListQuery) ([]api.ClusterResourcePlacement, error) {
+// listPlacements emits the live placements that match the query's selector,
+// by name, reading placementPage of them at a time from one snapshot.
+func (s *server) listPlacements(ctx context.Context, q events.ListQuery, emit func(storedPlacement) error) error {
 	sel, err := selector(q)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	rows, err := s.pool.Query(ctx, placementQuery+` order by p.name`)
+	err = s.snapshot(ctx, func(tx pgx.Tx) error {
+		return keyset(ctx, tx, placementQuery+` and p.name > $1 order by p.name limit $2`, placementPage, scanPlacement,
+			func(crp storedPlacement) error {
+				if !sel.Matches(labels.Set(crp.labels)) {
+					return nil
+				}
+				return emit(crp)
+			})
+	})
 	if err != nil {
-		return nil, fmt.Errorf("list placements: %w", err)
+		return fmt.Errorf("list placements: %w", err)
 	}
-	all, err := pgx.CollectRows(rows, scanPlacement)
-	if err != nil {
-		return nil, fmt.Errorf("list placements: %w", err)
-	}
-	out := []api.ClusterResourcePlacement{}
-	for _, crp := range all {
-		if sel.Matches(labels.Set(crp.Labels)) {
-			out = append(out, crp)
-		}
-	}
-	return out, nil
+	return nil
 }
 
-func (s *server) scanMember(row pgx.CollectableRow) (api.MemberCluster, error) {
+func (s *server) scanMember(row pgx.CollectableRow) (keyed[api.MemberCluster], error) {
 	var (
+		mc  keyed[api.MemberCluster]
 		raw []byte
 		m   fold.MemberInputs
 	)
-	if err := row.Scan(&raw); err != nil {
-		return api.MemberCluster{}, err
+	if err := row.Scan(&mc.key, &raw); err != nil {
+		return mc, err
 	}
 	if err := json.Unmarshal(raw, &m); err != nil {
-		return api.MemberCluster{}, err
+		return mc, err
 	}
-	return fold.Member(&m, s.now()), nil
+	mc.item = fold.Member(&m, s.now())
+	return mc, nil
 }
 
 func (s *server) getMember(ctx context.Context, q events.NameQuery) (api.MemberCluster, error) {
 	if err := requireName(q); err != nil {
 		return api.MemberCluster{}, err
 	}
-	rows, err := s.pool.Query(ctx, `select inputs from status_members where name = $1`, q.Name)
+	rows, err := s.pool.Query(ctx, `select name, inputs from status_members where name = $1`, q.Name)
 	if err != nil {
 		return api.MemberCluster{}, fmt.Errorf("get member %s: %w", q.Name, err)
 	}
 	mc, err := pgx.CollectExactlyOneRow(rows, s.scanMember)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return mc, fmt.Errorf("membercluster %q %w", q.Name, errNotFound)
+		return mc.item, fmt.Errorf("membercluster %q %w", q.Name, errNotFound)
 	}
 	if err != nil {
-		return mc, fmt.Errorf("get member %s: %w", q.Name, err)
+		return mc.item, fmt.Errorf("get member %s: %w", q.Name, err)
 	}
-	return mc, nil
+	return mc.item, nil
 }
 
-func (s *server) listMembers(ctx context.Context, q events.ListQuery) ([]api.MemberCluster, error) {
+// listMembers emits the member clusters that match the query's selector, by
+// name, reading memberPage of them at a time from one snapshot.
+func (s *server) listMembers(ctx context.Context, q events.ListQuery, emit func(api.MemberCluster) error) error {
 	sel, err := selector(q)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	rows, err := s.pool.Query(ctx, `select inputs from status_members order by name`)
+	err = s.snapshot(ctx, func(tx pgx.Tx) error {
+		return keyset(ctx, tx, `select name, inputs from status_members where name > $1 order by name limit $2`, memberPage, s.scanMember,
+			func(mc api.MemberCluster) error {
+				if !sel.Matches(labels.Set(mc.Labels)) {
+					return nil
+				}
+				return emit(mc)
+			})
+	})
 	if err != nil {
-		return nil, fmt.Errorf("list members: %w", err)
+		return fmt.Errorf("list members: %w", err)
 	}
-	all, err := pgx.CollectRows(rows, s.scanMember)
-	if err != nil {
-		return nil, fmt.Errorf("list members: %w", err)
-	}
-	out := []api.MemberCluster{}
-	for _, mc := range all {
-		if sel.Matches(labels.Set(mc.Labels)) {
-			out = append(out, mc)
-		}
-	}
-	return out, nil
+	return nil
 }
 
 // history answers fleetctl history: the placement's revisions (from the
