@@ -97,7 +97,7 @@ Kubernetes manifest for the hub, then watch placements converge:
 	natsFlags := flag.NewFlagSet("nats", flag.ContinueOnError)
 	a.nats.Register(natsFlags, getenv)
 	pf.AddGoFlagSet(natsFlags)
-	pf.DurationVar(&a.requestTimeout, "request-timeout", query.DefaultTimeout, "how long to wait for each answer from NATS and the status service")
+	pf.DurationVar(&a.requestTimeout, "request-timeout", query.DefaultTimeout, "how long to wait for each answer from NATS, and for each message of the status service's replies")
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return fmt.Errorf("%w\nSee '%s --help' for usage", err, cmd.CommandPath())
 	})
