@@ -5,3 +5,6 @@ const (
 	LockPartition = lockPartition
 	LockRelay     = lockRelay
 )
+
+// WireSize is what NATS counts of a message against max_payload.
+var WireSize = wireSize

@@ -212,3 +212,42 @@ func TestFailingEventIsRetriedThenQuarantined(t *testing.T) {
 		t.Errorf("notice %+v", *n)
 	}
 }
+
+// The size Enqueue checks is the size NATS checks: an event of exactly the
+// server's max_payload is published, one byte more is quarantined.
+func TestEnqueueMeasuresWhatNATSMeasures(t *testing.T) {
+	env := servicetest.New(t)
+	limit := env.NC.MaxPayload()
+	setMaxBytes(t, limit)
+	_, logger := newLogs(t)
+	// A fixed time, so that the ce-time header is as long in each event.
+	at := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	sized := func(n, size int64) (string, cloudevents.Event) {
+		// The blob is a JSON string of x's: one more x, one more byte.
+		subject, probe := work(t, "member-1", "web", int(n), 1000)
+		probe.SetTime(at)
+		msg, err := bus.Encode(probe, subject)
+		if err != nil {
+			t.Fatal(err)
+		}
+		subject, ev := work(t, "member-1", "web", int(n), int(1000+size-outbox.WireSize(msg, probe.ID())))
+		ev.SetTime(at)
+		return subject, ev
+	}
+	subject, atLimit := sized(1, limit)
+	_, overLimit := sized(2, limit+1)
+	enqueue(t, env, subject, atLimit, subject, overLimit)
+	if q := quarantinedRow(t, env, atLimit.ID()); q != nil {
+		t.Fatalf("an event of exactly %d bytes was quarantined: %+v", limit, q)
+	}
+	if q := quarantinedRow(t, env, overLimit.ID()); q == nil || q.Size != limit+1 {
+		t.Fatalf("an event of %d bytes: quarantined %+v, want quarantined at that size", limit+1, q)
+	}
+	runRelay(t, &outbox.Relay{Pool: env.Pool, JS: env.JS, Logger: logger, Sweep: 20 * time.Millisecond})
+	poll.Until(t, patience, "the event at the limit published", func() error {
+		if n := resourceIndex(t, lastOn(t, env, bus.StreamWork, subject)); n != 1 {
+			return fmt.Errorf("the work subject holds index %d, want 1", n)
+		}
+		return nil
+	})
+}
