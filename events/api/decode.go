@@ -234,6 +234,9 @@ func decodeDocument(index int, raw rawDocument) ([]Document, error) {
 		name, _ := scalarValue(mappingValue(mappingValue(n, "metadata"), "name"))
 		return &DocumentError{Index: index, Item: item, Line: raw.line(n), Kind: kind, Name: name, Err: err}
 	}
+	if err := aliasProblem(root); err != nil {
+		return nil, docErr(-1, root, err)
+	}
 	if root.Kind != yaml.MappingNode {
 		return nil, docErr(-1, root, fmt.Errorf("a document must be an object with apiVersion and kind, not %s", describeNode(root)))
 	}
