@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/flotilla-dev/flotilla/events/api"
+	"github.com/flotilla-dev/flotilla/events/bus"
 )
 
 // PlacementUpserted creates or updates a ClusterResourcePlacement. The
@@ -59,10 +60,23 @@ type MemberHeartbeat struct {
 	ObservedAt    time.Time         `json:"observedAt"`
 }
 
+// Inline bounds: content over these travels as a blob (a claim check, see bus.BlobRef).
+const (
+	// InlineManifestsBytes bounds the encoded Manifests of a WorkDesired.
+	InlineManifestsBytes = 256 << 10
+	// InlineManifestBytes bounds the Manifest of a HubResourceUpserted.
+	InlineManifestBytes = 256 << 10
+)
+
 // HubResourceUpserted puts a Kubernetes manifest into the hub store, where
 // placements select it. Server-populated fields are stripped on the way in.
+//
+// Size bound: InlineManifestBytes of manifest and a few hundred bytes more. A larger
+// object (Kubernetes allows 1.5 MiB) travels as a blob: ManifestRef names it in
+// bus.StreamHubBlobs and Manifest is empty.
 type HubResourceUpserted struct {
-	Manifest json.RawMessage `json:"manifest"`
+	Manifest    json.RawMessage `json:"manifest,omitempty"`
+	ManifestRef *bus.BlobRef    `json:"manifestRef,omitempty"`
 }
 
 // HubResourceDeleted removes a manifest from the hub store.
@@ -118,14 +132,22 @@ type SnapshotCreated struct {
 // WorkDesired is the complete desired state of one placement on one cluster.
 // It is the last value on its subject, so a restarted apply worker rebuilds
 // from the stream alone.
+//
+// Size bound: InlineManifestsBytes of manifests plus the strategies (a few KiB). Work
+// whose manifests encode larger carries ManifestsRef instead, whatever the placement's
+// size (up to bus.MaxBlobBytes).
 type WorkDesired struct {
 	Cluster   string `json:"cluster"`
 	Placement string `json:"placement"`
 	// ResourceIndex names the resource snapshot the manifests come from.
-	ResourceIndex  int64              `json:"resourceIndex"`
-	ResourceHash   string             `json:"resourceHash"`
-	Generation     int64              `json:"generation"`
-	Manifests      []json.RawMessage  `json:"manifests"`
+	ResourceIndex int64             `json:"resourceIndex"`
+	ResourceHash  string            `json:"resourceHash"`
+	Generation    int64             `json:"generation"`
+	Manifests     []json.RawMessage `json:"manifests"`
+	// ManifestsRef, when set, stands for Manifests (then empty): the JSON array of the
+	// manifests is a blob in bus.StreamWorkBlobs under bus.WorkBlobPrefix(Cluster,
+	// Placement), where only this cluster's worker may read it.
+	ManifestsRef   *bus.BlobRef       `json:"manifestsRef,omitempty"`
 	ApplyStrategy  api.ApplyStrategy  `json:"applyStrategy"`
 	DeleteStrategy api.DeleteStrategy `json:"deleteStrategy"`
 	// UnavailablePeriodSeconds is how long a not-trackable object must have

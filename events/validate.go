@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/flotilla-dev/flotilla/events/api"
+	"github.com/flotilla-dev/flotilla/events/bus"
 )
 
 // Payload rules. They check what a consumer needs to act on an event; the
@@ -83,8 +84,18 @@ func validateMemberHeartbeat(p any) error {
 }
 
 func validateHubResourceUpserted(p any) error {
-	if len(p.(*HubResourceUpserted).Manifest) == 0 {
-		return errors.New("manifest: required")
+	v := p.(*HubResourceUpserted)
+	switch {
+	case len(v.Manifest) == 0 && v.ManifestRef == nil:
+		return errors.New("manifest: required (or manifestRef)")
+	case len(v.Manifest) > 0 && v.ManifestRef != nil:
+		return errors.New("manifest and manifestRef: give one, not both")
+	case len(v.Manifest) > InlineManifestBytes:
+		return fmt.Errorf("manifest: %d bytes inline, over %d: send it as a blob (manifestRef)", len(v.Manifest), InlineManifestBytes)
+	case v.ManifestRef != nil:
+		if err := v.ManifestRef.Validate(bus.SubjectHubBlobPrefix); err != nil {
+			return fmt.Errorf("manifestRef: %w", err)
+		}
 	}
 	return nil
 }
@@ -110,7 +121,23 @@ func validateSnapshotCreated(p any) error {
 
 func validateWorkDesired(p any) error {
 	v := p.(*WorkDesired)
-	return errors.Join(required("cluster", v.Cluster), required("placement", v.Placement))
+	if err := errors.Join(required("cluster", v.Cluster), required("placement", v.Placement)); err != nil {
+		return err
+	}
+	if v.ManifestsRef == nil {
+		return nil
+	}
+	if len(v.Manifests) > 0 {
+		return errors.New("manifests and manifestsRef: give one, not both")
+	}
+	prefix, err := bus.WorkBlobPrefix(v.Cluster, v.Placement)
+	if err != nil {
+		return err
+	}
+	if err := v.ManifestsRef.Validate(prefix); err != nil {
+		return fmt.Errorf("manifestsRef: %w", err)
+	}
+	return nil
 }
 
 func validateWorkTombstoned(p any) error {

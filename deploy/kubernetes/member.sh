@@ -61,6 +61,7 @@ members() { # the member folders of OVERLAY, sorted
 #   pull and acknowledge its work          $JS.API.CONSUMER.MSG.NEXT.WORK.apply-T, $JS.ACK.WORK.apply-T.>
 #   replay the desired state at start      consumer replay-T: CREATE (filter flotilla.work.T.> in
 #                                          the subject), INFO, MSG.NEXT, DELETE
+#   fetch its large work (claim checks)    $JS.API.DIRECT.GET.WORKBLOBS.flotilla.blob.work.T.>
 #   receive replies (pulls, publish acks)  _INBOX.>
 # It may not publish work (only rollout does), touch streams, or name another member.
 #
@@ -93,6 +94,7 @@ nats_user() {
               "\$JS.API.CONSUMER.INFO.WORK.replay-$t"
               "\$JS.API.CONSUMER.MSG.NEXT.WORK.replay-$t"
               "\$JS.API.CONSUMER.DELETE.WORK.replay-$t"
+              "\$JS.API.DIRECT.GET.WORKBLOBS.flotilla.blob.work.$t.>"
             ]
           }
           subscribe: {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,7 +70,25 @@ func TestApplyWorkerRunsWithItsOwnNATSUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	work.Cluster, work.Placement = member, "deploy-check"
-	work.Manifests = []json.RawMessage{json.RawMessage(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"deploy-check"}}`)}
+	// Work too large to travel inline: the worker fetches it, by claim check, with its own
+	// user's permissions.
+	manifests, err := json.Marshal([]json.RawMessage{
+		json.RawMessage(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"deploy-check"}}`),
+		json.RawMessage(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"large","namespace":"deploy-check"},"data":{"x":"` +
+			strings.Repeat("x", events.InlineManifestsBytes) + `"}}`),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix, err := bus.WorkBlobPrefix(member, work.Placement)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := bus.PutBlob(ctx, cjs, bus.StreamWorkBlobs, prefix, manifests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	work.Manifests, work.ManifestsRef = nil, &ref
 	subject, err := events.WorkSubject(member, work.Placement)
 	if err != nil {
 		t.Fatal(err)
@@ -125,5 +144,8 @@ func TestApplyWorkerRunsWithItsOwnNATSUser(t *testing.T) {
 	}
 	if _, err := cs.CoreV1().Namespaces().Get(ctx, "deploy-check", metav1.GetOptions{}); err != nil {
 		t.Errorf("the work was not applied to %s: %v", member, err)
+	}
+	if _, err := cs.CoreV1().ConfigMaps("deploy-check").Get(ctx, "large", metav1.GetOptions{}); err != nil {
+		t.Errorf("the work's manifests, fetched by claim check, were not applied to %s: %v", member, err)
 	}
 }

@@ -79,6 +79,7 @@ func confinementOf(member string, others []string) confinement {
 			"$JS.API.CONSUMER.INFO.WORK.replay-" + m,
 			"$JS.API.CONSUMER.MSG.NEXT.WORK.replay-" + m,
 			"$JS.API.CONSUMER.DELETE.WORK.replay-" + m,
+			"$JS.API.DIRECT.GET.WORKBLOBS.flotilla.blob.work." + m + ".web." + strings.Repeat("ab", 32) + ".0",
 		},
 		pubDeny: []string{
 			// Both consumers only with the member's filter named in the subject.
@@ -98,11 +99,15 @@ func confinementOf(member string, others []string) confinement {
 			"$JS.API.STREAM.INFO.WORK",
 			"$JS.API.STREAM.MSG.GET.WORK",
 			"$JS.API.DIRECT.GET.WORK",
+			"$JS.API.DIRECT.GET.WORKBLOBS",
+			"$JS.API.DIRECT.GET.HUBBLOBS.flotilla.blob.hub." + strings.Repeat("ab", 32) + ".0",
+			"flotilla.blob.work." + m + ".web." + strings.Repeat("ab", 32) + ".0", // blobs are the rollout's to write
 			"$JS.API.CONSUMER.CREATE.EVENTS.status",
 			"$JS.API.CONSUMER.MSG.NEXT.EVENTS.status",
 		},
 		pubDenyDestructive: []string{
 			"$JS.API.STREAM.PURGE.WORK",
+			"$JS.API.STREAM.PURGE.WORKBLOBS",
 			"$JS.API.STREAM.DELETE.EVENTS",
 			"$JS.API.STREAM.MSG.DELETE.WORK",
 			"$JS.API.CONSUMER.DELETE.WORK.apply-" + m,
@@ -138,6 +143,7 @@ func confinementOf(member string, others []string) confinement {
 			"$JS.API.CONSUMER.INFO.WORK.apply-"+o,
 			"$JS.API.CONSUMER.MSG.NEXT.WORK.apply-"+o,
 			"$JS.API.DIRECT.GET.WORK.flotilla.work."+o+".web",
+			"$JS.API.DIRECT.GET.WORKBLOBS.flotilla.blob.work."+o+".web."+strings.Repeat("ab", 32)+".0",
 			"$JS.ACK.WORK.apply-"+o+".1.7.3.1767225600000000000.0",
 		)
 		c.pubDenyDestructive = append(c.pubDenyDestructive,

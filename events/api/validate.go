@@ -173,6 +173,10 @@ func validateLabelValue(p *problems, value string, path *field.Path) {
 	}
 }
 
+// MaxObjectBytes is the largest object Kubernetes stores: etcd's default request limit,
+// 1.5 MiB. A larger hub object could never be placed on a member.
+const MaxObjectBytes = 3 << 19
+
 // ValidateHubResource checks a manifest destined for member clusters: it needs
 // apiVersion, kind and a name, and a ConfigMap envelope must hold manifests.
 func ValidateHubResource(u *unstructured.Unstructured) ErrorList {

@@ -22,6 +22,9 @@ const (
 	StreamDeadLetter = "DEADLETTER"
 )
 
+// blobMaxMsgSize bounds a blob stream's messages: a chunk and its headers.
+const blobMaxMsgSize = BlobChunkBytes + 4<<10
+
 // Durable consumer names on StreamEvents. Apply workers use ApplyConsumerName.
 const (
 	ConsumerScheduler = "scheduler"
@@ -138,6 +141,33 @@ func (o TopologyOptions) Streams() []jetstream.StreamConfig {
 			// desired state or its tombstone. A restarted apply worker rebuilds
 			// from this set alone, so it must never age out.
 			MaxMsgsPerSubject: 1,
+			Duplicates:        o.Duplicates,
+		},
+		{
+			Name:        StreamWorkBlobs,
+			Description: "Manifests of work too large to travel inline, per cluster and placement (see BlobRef)",
+			Subjects:    []string{SubjectsWorkBlobs},
+			Retention:   jetstream.LimitsPolicy,
+			Storage:     o.Storage,
+			Replicas:    o.Replicas,
+			// A chunk's subject names its digest: one message each. The rollout
+			// purges a digest some time after newer work replaced it.
+			MaxMsgsPerSubject: 1,
+			MaxMsgSize:        blobMaxMsgSize,
+			AllowDirect:       true,
+			Duplicates:        o.Duplicates,
+		},
+		{
+			Name:              StreamHubBlobs,
+			Description:       "Hub objects too large to travel inline (see BlobRef), kept as long as events",
+			Subjects:          []string{SubjectsHubBlobs},
+			Retention:         jetstream.LimitsPolicy,
+			Storage:           o.Storage,
+			Replicas:          o.Replicas,
+			MaxAge:            o.EventsMaxAge,
+			MaxMsgsPerSubject: 1,
+			MaxMsgSize:        blobMaxMsgSize,
+			AllowDirect:       true,
 			Duplicates:        o.Duplicates,
 		},
 		{

@@ -22,8 +22,12 @@ import (
 // fields an API server fills in, and opens the coalescing window of the
 // placements when its content changed.
 func (r *rollout) upsertHubResource(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, m bus.Meta, p *events.HubResourceUpserted, now time.Time) error {
+	given, err := r.hubManifest(ctx, p)
+	if err != nil {
+		return err
+	}
 	u := &unstructured.Unstructured{}
-	if err := json.Unmarshal(p.Manifest, &u.Object); err != nil || u.Object == nil {
+	if err := json.Unmarshal(given, &u.Object); err != nil || u.Object == nil {
 		return bus.Permanent(fmt.Errorf("hub resource: the manifest is not a JSON object: %v", err))
 	}
 	api.StripServerFields(u)
@@ -227,4 +231,19 @@ func (s hubStore) query(ctx context.Context, q string, args ...any) ([]selection
 		out = append(out, o)
 	}
 	return out, nil
+}
+
+// hubManifest is the event's manifest: inline, or fetched from the hub blob it names.
+func (r *rollout) hubManifest(ctx context.Context, p *events.HubResourceUpserted) ([]byte, error) {
+	if p.ManifestRef == nil {
+		return p.Manifest, nil
+	}
+	data, err := bus.GetBlob(ctx, r.env.NC, bus.StreamHubBlobs, *p.ManifestRef, 10*time.Second)
+	if errors.Is(err, bus.ErrBlobMissing) {
+		return nil, bus.Permanent(fmt.Errorf("hub resource: the object's blob is gone from the bus (stored more than the events' age ago?): %w", err))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("hub resource: %w", err)
+	}
+	return data, nil
 }

@@ -31,13 +31,13 @@ func (ps *pass) sendWork(ctx context.Context, c *clusterRow) error {
 	id := events.ID("work", c.cluster, p.name, fmt.Sprint(latest.index), fmt.Sprint(p.generation), fmt.Sprint(c.workSeq))
 	work := events.WorkDesired{
 		Cluster: c.cluster, Placement: p.name, ResourceIndex: latest.index, ResourceHash: latest.hash,
-		Generation: p.generation, Manifests: ps.manifests,
+		Generation:               p.generation,
 		ApplyStrategy:            *spec.Strategy.ApplyStrategy,
 		DeleteStrategy:           *spec.Strategy.DeleteStrategy,
 		UnavailablePeriodSeconds: int(unavailablePeriod(spec) / time.Second),
 	}
-	if work.Manifests == nil {
-		work.Manifests = []json.RawMessage{}
+	if err := ps.attachManifests(ctx, c, &work); err != nil {
+		return err
 	}
 	subject, err := events.WorkSubject(c.cluster, p.name)
 	if err != nil {
@@ -77,6 +77,9 @@ func (ps *pass) tombstone(ctx context.Context, c *clusterRow, reason string) err
 		return fmt.Errorf("tombstone for %s on %s: %w", p.name, c.cluster, err)
 	}
 	if err := outbox.Enqueue(ctx, ps.tx, subject, ev); err != nil {
+		return err
+	}
+	if err := supersedeBlobs(ctx, ps.tx, c.cluster, p.name, "", now); err != nil {
 		return err
 	}
 	c.sent, c.sentAt, c.report, c.appliedAt, c.ready = sentTombstone, &now, nil, nil, false

@@ -76,6 +76,7 @@ type pass struct {
 
 	decided   plan.Plan
 	manifests []json.RawMessage // of latest; loaded by the first send
+	encoded   []byte            // manifests as one JSON array, encoded by the first send
 	wake      *time.Time        // the earliest time the placement needs another look
 }
 

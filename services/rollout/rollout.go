@@ -127,6 +127,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 				bus.WithValidator(events.Validate), bus.WithLogger(env.Log))
 		},
 		r.runTimers,
+		r.collectBlobs,
 	)
 }
 

@@ -36,6 +36,10 @@ func (ps *pass) evaluateSelection(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("snapshot of %s: %w", p.name, err)
 	}
+	if msg := oversized(content, MaxSnapshotBytes); msg != "" {
+		p.selectionError = &msg
+		return nil
+	}
 	latest, err := loadLatestSnapshot(ctx, tx, p.name)
 	if err != nil {
 		return err
@@ -74,6 +78,37 @@ func (ps *pass) evaluateSelection(ctx context.Context) error {
 	ps.r.log.Info("resource snapshot cut", "placement", p.name, "index", index, "hash", content.Hash, "resources", len(content.Resources))
 	return outbox.Enqueue(ctx, tx, subject, ev)
 }
+
+// MaxSnapshotBytes bounds a resource snapshot: its manifests, encoded as one JSON array,
+// must fit in one work blob.
+const MaxSnapshotBytes = bus.MaxBlobBytes
+
+// oversized says why content is too large for a snapshot of at most limit bytes, naming the
+// limit, its size and its largest object; "" when it fits.
+func oversized(content snapshot.Content, limit int) string {
+	size, largest := 2, 0 // [ and ]
+	for i, m := range content.Manifests {
+		size += len(m) + 1
+		if len(m) > len(content.Manifests[largest]) {
+			largest = i
+		}
+	}
+	if size <= limit {
+		return ""
+	}
+	r := content.Resources[largest]
+	return fmt.Sprintf("the selected resources are %s, over the limit of %s for one resource snapshot; the largest is %s %s (%s): select fewer resources or split the placement",
+		mebibytes(size), mebibytes(limit), r.Kind, objectName(r), mebibytes(len(content.Manifests[largest])))
+}
+
+func objectName(r api.ResourceIdentifier) string {
+	if r.Namespace == "" {
+		return r.Name
+	}
+	return r.Namespace + "/" + r.Name
+}
+
+func mebibytes(n int) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
 // pruneSnapshots drops the manifests of all but the newest
 // revisionHistoryLimit snapshots; their index and hash stay for audit.

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -117,3 +118,36 @@ func (w *Worker) replay(ctx context.Context) error {
 	}
 	return nil
 }
+
+// resolve returns work with its manifests: work itself when they came inline, or a copy
+// with the manifests fetched from the blob its ManifestsRef names (the event's validation
+// checked that the reference lies under this cluster's and placement's prefix). The fetched
+// manifests stay with d, so resyncs do not fetch them again.
+func (w *Worker) resolve(ctx context.Context, d *desired, work *events.WorkDesired) (*events.WorkDesired, error) {
+	if work.ManifestsRef == nil {
+		return work, nil
+	}
+	w.mu.Lock()
+	resolved := d.resolved
+	w.mu.Unlock()
+	if resolved != nil {
+		return resolved, nil
+	}
+	data, err := bus.GetBlob(ctx, w.cfg.JetStream.Conn(), bus.StreamWorkBlobs, *work.ManifestsRef, blobChunkWait)
+	if err != nil {
+		return nil, fmt.Errorf("fetch the manifests of %s (%d bytes): %w", work.Placement, work.ManifestsRef.Size, err)
+	}
+	var manifests []json.RawMessage
+	if err := json.Unmarshal(data, &manifests); err != nil {
+		return nil, fmt.Errorf("decode the manifests of %s: %w", work.Placement, err)
+	}
+	copied := *work
+	copied.Manifests, copied.ManifestsRef = manifests, nil
+	w.mu.Lock()
+	d.resolved = &copied
+	w.mu.Unlock()
+	return &copied, nil
+}
+
+// blobChunkWait bounds the wait for each chunk of a work blob.
+const blobChunkWait = 30 * time.Second

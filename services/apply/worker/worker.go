@@ -120,6 +120,8 @@ type desired struct {
 	work *events.WorkDesired
 	tomb *events.WorkTombstoned
 	done bool // a tombstone that has been carried out
+	// resolved is work with the manifests its ManifestsRef names, once fetched.
+	resolved *events.WorkDesired
 }
 
 // New returns the worker described by cfg.
@@ -266,7 +268,9 @@ func (w *Worker) process(ctx context.Context, it item) {
 	)
 	switch {
 	case work != nil:
-		report, err = w.applier.Apply(ctx, work)
+		if work, err = w.resolve(ctx, d, work); err == nil {
+			report, err = w.applier.Apply(ctx, work)
+		}
 	case tomb != nil:
 		report, err = w.applier.Delete(ctx, tomb.Placement, tomb.DeleteStrategy)
 	default:

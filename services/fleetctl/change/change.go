@@ -192,6 +192,11 @@ func hubItem(item Item, u *unstructured.Unstructured, opts Options) (Item, api.E
 	if err != nil {
 		return item, fieldError("", err)
 	}
+	if len(manifestJSON) > api.MaxObjectBytes {
+		return item, api.ErrorList{{Type: api.ErrorTypeInvalid, Field: "",
+			Detail: fmt.Sprintf("the object is %.2f MiB; Kubernetes stores objects of at most %.1f MiB (etcd's request limit), so no member could hold it",
+				float64(len(manifestJSON))/(1<<20), float64(api.MaxObjectBytes)/(1<<20))}}
+	}
 	subject, err := events.HubResourceSubject(gvk.Group, gvk.Kind, u.GetNamespace(), u.GetName())
 	if err != nil {
 		return item, fieldError("metadata.name", err)

@@ -240,3 +240,24 @@ func TestObjectName(t *testing.T) {
 		t.Errorf("ObjectName = %s", got)
 	}
 }
+
+// TestObjectsKubernetesCannotStoreAreRefused: a hub object over 1.5 MiB is refused before
+// anything is published, with its size and the limit; one just under it is accepted.
+func TestObjectsKubernetesCannotStoreAreRefused(t *testing.T) {
+	cm := func(n int) string {
+		return "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: big, namespace: shop}\ndata:\n  x: " + strings.Repeat("x", n) + "\n"
+	}
+	if items, problems := ForApply(load(t, cm(api.MaxObjectBytes-200)), Options{}); len(problems) > 0 || len(items) != 1 {
+		t.Fatalf("an object under the limit: %v", problems)
+	}
+	_, problems := ForApply(load(t, cm(api.MaxObjectBytes)), Options{})
+	if len(problems) != 1 {
+		t.Fatalf("problems = %v, want one", problems)
+	}
+	msg := problems[0].String()
+	for _, want := range []string{"ConfigMap big", "1.50 MiB", "at most 1.5 MiB"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("problem %q does not say %q", msg, want)
+		}
+	}
+}

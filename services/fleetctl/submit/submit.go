@@ -35,6 +35,7 @@ const (
 
 // Publisher publishes changes to the EVENTS stream.
 type Publisher struct {
+	js     jetstream.JetStream
 	stream jetstream.Stream
 	pub    *bus.Publisher
 }
@@ -54,7 +55,7 @@ func New(ctx context.Context, js jetstream.JetStream) (*Publisher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open stream %s: %w", bus.StreamEvents, err)
 	}
-	return &Publisher{stream: stream, pub: bus.NewPublisher(js)}, nil
+	return &Publisher{js: js, stream: stream, pub: bus.NewPublisher(js)}, nil
 }
 
 // Publish stores c as an event and waits for the stream's acknowledgement.
@@ -65,7 +66,11 @@ func New(ctx context.Context, js jetstream.JetStream) (*Publisher, error) {
 // again publishes A again (a content-only id would drop the second A as a
 // duplicate of the first and leave B in force).
 func (p *Publisher) Publish(ctx context.Context, c change.Change) (Outcome, error) {
-	ev, err := events.New(c.Type, Source, c.EventSubject, "", c.Payload)
+	payload, err := p.claimCheck(ctx, c.Payload)
+	if err != nil {
+		return 0, err
+	}
+	ev, err := events.New(c.Type, Source, c.EventSubject, "", payload)
 	if err != nil {
 		return 0, fmt.Errorf("build %s event: %w", c.Type, err)
 	}
@@ -92,4 +97,19 @@ func (p *Publisher) Publish(ctx context.Context, c change.Change) (Outcome, erro
 		return Unchanged, nil
 	}
 	return Published, nil
+}
+
+// claimCheck stores a hub object too large to travel inline as a blob and returns the
+// payload that refers to it; any other payload is returned as it is. The blob is named by
+// its digest, so publishing the same object again refers to the same blob.
+func (p *Publisher) claimCheck(ctx context.Context, payload any) (any, error) {
+	hub, ok := payload.(events.HubResourceUpserted)
+	if !ok || len(hub.Manifest) <= events.InlineManifestBytes {
+		return payload, nil
+	}
+	ref, err := bus.PutBlob(ctx, p.js, bus.StreamHubBlobs, bus.SubjectHubBlobPrefix, hub.Manifest)
+	if err != nil {
+		return nil, fmt.Errorf("store a hub object of %d bytes: %w", len(hub.Manifest), err)
+	}
+	return events.HubResourceUpserted{ManifestRef: &ref}, nil
 }
