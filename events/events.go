@@ -43,6 +43,11 @@ var catalogue = map[string]entry{
 	TypeWorkReported:           {func() any { return new(WorkReported) }, validateWorkReported},
 	TypePlacementStatusChanged: {func() any { return new(PlacementStatusChanged) }, validatePlacementStatusChanged},
 	TypeOutboxQuarantined:      {func() any { return new(OutboxQuarantined) }, validateOutboxQuarantined},
+
+	// Version 2 of the types that grew with the fleet.
+	TypePlacementScheduledV2:     {func() any { return new(PlacementScheduledV2) }, validatePlacementScheduledV2},
+	TypeRolloutProgressedV2:      {func() any { return new(RolloutProgressedV2) }, validateRolloutProgressedV2},
+	TypePlacementStatusChangedV2: {func() any { return new(PlacementStatusChangedV2) }, validatePlacementStatusChangedV2},
 }
 
 // Types lists every event type in the catalogue.

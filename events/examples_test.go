@@ -115,6 +115,42 @@ func examples() map[string]any {
 					ObservedGeneration: 3, LastTransitionTime: metav1.NewTime(exampleTime)}},
 			},
 		}},
+		events.TypePlacementScheduledV2: events.PlacementScheduledV2{
+			Placement: "web-2-crp", Revision: 4, Piece: 0, Pieces: 1, Generation: 3, PlacementType: api.PickNPlacementType,
+			Wanted: 3, ChosenCount: 2, Fulfilled: false,
+			Message: "found 2 of 3 required clusters; 1 cluster was rejected: 1 did not match required affinity",
+			Clusters: []events.ClusterDecision{
+				{Cluster: "member-2", Action: events.ActionRemoved, Reason: "the cluster is no longer a member of the fleet"},
+				{Cluster: "member-3", Action: events.ActionAdded, AffinityScore: 0, TopologySpreadScore: 1},
+				{Cluster: "member-4", Reason: "the cluster does not match any required cluster selector term"},
+			},
+		},
+		events.TypeRolloutProgressedV2: events.RolloutProgressedV2{
+			Placement: "web-2-crp", Revision: 7, Piece: 0, Pieces: 1, Generation: 3, ResourceIndex: 4, ClusterCount: 2,
+			Clusters: []events.ClusterProgress{
+				{Cluster: "member-2", Removed: true},
+				{Cluster: "member-3", Started: false, ResourceIndex: 3, Reason: "RolloutNotStartedYet", Message: "waiting for member-1 to become available (maxUnavailable 1)"},
+			},
+		},
+		events.TypePlacementStatusChangedV2: events.PlacementStatusChangedV2{
+			Placement: "web-2-crp", Revision: 12, Piece: 0, Pieces: 1, Generation: 3, ObservedResourceIndex: "4",
+			SelectedResourceCount: 1, ClusterCount: 2,
+			Conditions: []metav1.Condition{
+				{Type: "ClusterResourcePlacementScheduled", Status: metav1.ConditionTrue, Reason: "SchedulingPolicyFulfilled",
+					Message: "found all cluster needed as specified by the scheduling policy", ObservedGeneration: 3, LastTransitionTime: metav1.NewTime(exampleTime)},
+				{Type: "ClusterResourcePlacementApplied", Status: metav1.ConditionFalse, Reason: "ApplyFailed",
+					Message: "Failed to apply resources to 1 cluster(s), please check the `failedPlacements` status", ObservedGeneration: 3, LastTransitionTime: metav1.NewTime(exampleTime)},
+			},
+			Clusters: []events.ClusterStatus{
+				{Cluster: "member-2", Removed: true},
+				{Cluster: "member-3", ObservedResourceIndex: "4", FailedPlacements: 1, Conditions: []metav1.Condition{
+					{Type: "Scheduled", Status: metav1.ConditionTrue, Reason: "Scheduled", ObservedGeneration: 3, LastTransitionTime: metav1.NewTime(exampleTime),
+						Message: `Successfully scheduled resources for placement in "member-3" (affinity score: 0, topology spread score: 1): picked by scheduling policy`},
+					{Type: "Applied", Status: metav1.ConditionFalse, Reason: "ApplyFailed", ObservedGeneration: 3, LastTransitionTime: metav1.NewTime(exampleTime),
+						Message: "Failed to apply the selected resources, please check the `failedPlacements` status"},
+				}},
+			},
+		},
 		events.TypeOutboxQuarantined: events.OutboxQuarantined{
 			EventID: "0b8f1c52-2d4e-5b0a-9a43-6f3c2a1d7e90", Type: events.TypeWorkDesired, Subject: "flotilla.work.member-1.web-2-crp",
 			Placement: "web-2-crp", Cluster: "member-1", Size: 1843977, Limit: 1048576,

@@ -105,6 +105,10 @@ type ClusterDecision struct {
 
 // PlacementScheduled is one scheduling decision for a placement: the clusters
 // it is bound to now, those it was removed from, and why others were not chosen.
+//
+// Superseded: it lists every cluster, so it grows with the fleet (over 1 MB
+// at a few thousand members). The scheduler publishes PlacementScheduledV2;
+// this version stays decodable for the events already published.
 type PlacementScheduled struct {
 	Placement string `json:"placement"`
 	// Generation is the placement generation the decision answers.
@@ -179,6 +183,9 @@ type ClusterRollout struct {
 }
 
 // RolloutProgressed reports the rollout of a placement's current snapshot.
+//
+// Superseded: it lists every scheduled cluster, so it grows with the fleet.
+// The rollout publishes RolloutProgressedV2; this version stays decodable.
 type RolloutProgressed struct {
 	Placement     string `json:"placement"`
 	Generation    int64  `json:"generation"`
@@ -245,6 +252,10 @@ type WorkReported struct {
 }
 
 // PlacementStatusChanged carries a placement with its new Fleet-shaped status.
+//
+// Superseded: it carries the whole status, which grows with the fleet. The
+// status service publishes PlacementStatusChangedV2; this version stays
+// decodable.
 type PlacementStatusChanged struct {
 	Placement api.ClusterResourcePlacement `json:"placement"`
 }

@@ -30,3 +30,13 @@ const (
 	// Outbox relays of the hub services.
 	TypeOutboxQuarantined = "io.flotilla.outbox.quarantined.v1"
 )
+
+// Version 2 of the types whose version 1 listed every cluster and so grew with
+// the fleet (see "Revisions in pieces" in payloads_v2.go). The services publish
+// only these; version 1 stays decodable for the events already on the bus and
+// in the audit log.
+const (
+	TypePlacementScheduledV2     = "io.flotilla.placement.scheduled.v2"
+	TypeRolloutProgressedV2      = "io.flotilla.rollout.progressed.v2"
+	TypePlacementStatusChangedV2 = "io.flotilla.placementstatus.changed.v2"
+)
