@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/cloudevents/sdk-go/v2/binding"
@@ -89,6 +91,9 @@ var (
 )
 
 func newHeaderMessage(h nats.Header, body []byte) (*headerMessage, error) {
+	if err := duplicateHeader(h); err != nil {
+		return nil, err
+	}
 	m := &headerMessage{header: h, body: body}
 	// Binary mode wins when both are present: a ce-specversion header is
 	// unambiguous, while Content-Type could describe the data.
@@ -129,13 +134,22 @@ func (m *headerMessage) ReadBinary(_ context.Context, w binding.BinaryWriter) er
 	if m.version == nil {
 		return binding.ErrNotBinary
 	}
-	for k, vs := range m.header {
+	// The spec version first, as the SDK chooses the event's attributes by
+	// it, then the headers in a fixed order: a message decodes the same
+	// whatever the order of the header map.
+	if err := w.SetAttribute(m.version.AttributeFromKind(spec.SpecVersion), m.version.String()); err != nil {
+		return fmt.Errorf("header %s: %w", specs.PrefixedSpecVersionName(), err)
+	}
+	for _, k := range slices.Sorted(maps.Keys(m.header)) {
+		vs := m.header[k]
 		if len(vs) == 0 {
 			continue
 		}
 		lk := strings.ToLower(k)
 		var err error
 		switch {
+		case m.version.Attribute(lk) != nil && m.version.Attribute(lk).Kind() == spec.SpecVersion:
+			continue // set above
 		case lk == strings.ToLower(HeaderContentType):
 			err = w.SetAttribute(m.version.AttributeFromKind(spec.DataContentType), vs[0])
 		case m.version.Attribute(lk) != nil:
@@ -174,6 +188,25 @@ func (m *headerMessage) GetAttribute(k spec.Kind) (spec.Attribute, any) {
 func (m *headerMessage) GetExtension(name string) any {
 	if v, ok := headerValue(m.header, HeaderPrefix+strings.ToLower(name)); ok {
 		return v
+	}
+	return nil
+}
+
+// duplicateHeader finds a CloudEvents header (ce-* or Content-Type) given
+// under two spellings, such as ce-id and CE-ID: which one counts would depend
+// on map order, so the event's id or type could change from one decode of the
+// message to the next.
+func duplicateHeader(h nats.Header) error {
+	seen := make(map[string]string, len(h))
+	for k := range h {
+		lk := strings.ToLower(k)
+		if lk != strings.ToLower(HeaderContentType) && !strings.HasPrefix(lk, HeaderPrefix) {
+			continue
+		}
+		if other, dup := seen[lk]; dup {
+			return fmt.Errorf("header %s appears twice, as %s and %s", lk, min(k, other), max(k, other))
+		}
+		seen[lk] = k
 	}
 	return nil
 }
