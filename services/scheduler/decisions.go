@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	"github.com/jackc/pgx/v5"
@@ -12,6 +15,7 @@ import (
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/events/bus"
+	"github.com/flotilla-dev/flotilla/events/revision"
 	"github.com/flotilla-dev/flotilla/platform/outbox"
 	"github.com/flotilla-dev/flotilla/services/scheduler/framework"
 	"github.com/flotilla-dev/flotilla/services/scheduler/schedule"
@@ -57,13 +61,22 @@ func (s *Scheduler) decide(ctx context.Context, tx pgx.Tx, ev cloudevents.Event,
 	if !d.Changed(prev) && prevGeneration == r.generation {
 		return nil
 	}
-	return s.record(ctx, tx, ev, r, d, true)
+	return s.record(ctx, tx, ev, r, published{prev, prevGeneration}, d, true)
 }
 
-// record stores a decision as the binding and as history, and enqueues the
-// PlacementScheduled event, whose id derives from the consumed event so a
-// retried handler produces the same event.
-func (s *Scheduler) record(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, r placementRow, d *schedule.Decision, bind bool) error {
+// published is the decision consumers hold of a placement: the binding
+// before this decision (nil when there is none) and the generation it
+// answered.
+type published struct {
+	decision   *schedule.Decision
+	generation int64
+}
+
+// record stores a decision as the binding (unless bind is false: the
+// placement was deleted) and as history, and enqueues it as the placement's
+// next decision revision, in pieces (PlacementScheduledV2). Piece ids derive
+// from the consumed event, so a retried handler produces the same events.
+func (s *Scheduler) record(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, r placementRow, prev published, d *schedule.Decision, bind bool) error {
 	id := events.ID("scheduled", r.name, ev.ID())
 	if bind {
 		raw, err := json.Marshal(d)
@@ -83,21 +96,40 @@ func (s *Scheduler) record(ctx context.Context, tx pgx.Tx, ev cloudevents.Event,
 	if err := s.history(ctx, tx, r, d, id); err != nil {
 		return err
 	}
-	out := scheduledEvent(r, d)
+	var rev int64
+	if err := tx.QueryRow(ctx, `update placements set decision_revision = decision_revision + 1 where name = $1 returning decision_revision`,
+		r.name).Scan(&rev); err != nil {
+		return fmt.Errorf("count the decisions of %s: %w", r.name, err)
+	}
+	pieces, err := decisionPieces(r, prev, d, rev, !bind)
+	if err != nil {
+		return bus.Permanent(fmt.Errorf("decision for %s: %w", r.name, err))
+	}
 	subject, err := events.SchedulingSubject(r.name)
 	if err != nil {
 		return bus.Permanent(err)
 	}
-	e, err := events.New(events.TypePlacementScheduled, s.env.Source, r.name, id, out)
-	if err != nil {
-		return fmt.Errorf("decision event for %s: %w", r.name, err)
+	for _, p := range pieces {
+		pid := id
+		if p.Piece > 0 {
+			pid = events.ID("scheduled", r.name, ev.ID(), fmt.Sprint(p.Piece))
+		}
+		e, err := events.New(events.TypePlacementScheduledV2, s.env.Source, r.name, pid, p)
+		if err != nil {
+			return fmt.Errorf("decision event for %s: %w", r.name, err)
+		}
+		if err := outbox.Enqueue(ctx, tx, subject, e); err != nil {
+			return err
+		}
 	}
-	return outbox.Enqueue(ctx, tx, subject, e)
+	s.env.Log.Debug("decision published", "placement", r.name, "revision", rev, "base", pieces[0].Base,
+		"clusters", len(d.Chosen), "pieces", len(pieces))
+	return nil
 }
 
 // maxNotSelectedRows bounds the history rows kept for clusters a decision did
 // not select: with thousands of members, every decision would otherwise write
-// thousands of rows. The decision event and binding keep the full list.
+// thousands of rows. The binding keeps the full list.
 const maxNotSelectedRows = 100
 
 func (s *Scheduler) history(ctx context.Context, tx pgx.Tx, r placementRow, d *schedule.Decision, id string) error {
@@ -125,27 +157,110 @@ func (s *Scheduler) history(ctx context.Context, tx pgx.Tx, r placementRow, d *s
 	return nil
 }
 
-// scheduledEvent turns a decision into its event payload.
-func scheduledEvent(r placementRow, d *schedule.Decision) events.PlacementScheduled {
-	out := events.PlacementScheduled{
-		Placement: r.name, Generation: r.generation, PlacementType: api.PlacementType(d.Type),
-		Wanted: d.Needed, Fulfilled: d.Fulfilled, Chosen: []events.ClusterDecision{},
+// decisionPieces turns a decision into the pieces of its revision rev: a base
+// listing every cluster the decision holds (and those it removes) when there
+// is no previous decision, the placement was deleted (an empty base) or
+// changed generation (a spec edit, which also lets a consumer that lost a
+// piece catch up), or the base is no longer than the changes; otherwise the
+// clusters whose entry changed since prev.
+func decisionPieces(r placementRow, prev published, d *schedule.Decision, rev int64, deleted bool) ([]events.PlacementScheduledV2, error) {
+	next := decisionState(d)
+	var removed []events.ClusterDecision
+	for _, u := range d.Removed {
+		if _, held := next[u.Cluster]; !held {
+			removed = append(removed, events.ClusterDecision{Cluster: u.Cluster, Action: events.ActionRemoved,
+				Reason: events.Truncate(u.Reason.Message, events.MaxMessageBytes)})
+		}
+	}
+	clusters := append(slices.Collect(maps.Values(next)), removed...)
+	isBase := true
+	switch {
+	case deleted:
+		clusters = []events.ClusterDecision{}
+	case prev.decision == nil || rev == 1 || prev.generation != r.generation:
+	default:
+		if changes := decisionChanges(decisionState(prev.decision), next, removed); len(changes) < len(clusters) {
+			clusters, isBase = changes, false
+		}
+	}
+	slices.SortFunc(clusters, func(a, b events.ClusterDecision) int { return strings.Compare(a.Cluster, b.Cluster) })
+
+	h := events.PlacementScheduledV2{
+		Placement: r.name, Revision: rev, Base: isBase, Generation: r.generation, PlacementType: api.PlacementType(d.Type),
+		Wanted: d.Needed, ChosenCount: len(d.Chosen), Fulfilled: d.Fulfilled,
+	}
+	switch {
+	case deleted:
+		h.ChosenCount, h.Fulfilled, h.Message = 0, false, "the placement was deleted"
+	case !d.Fulfilled:
+		h.Message = events.Truncate(d.UnfulfilledMessage(), events.MaxMessageBytes)
 	}
 	if d.Type == framework.PickAll {
-		out.Wanted = 0
+		h.Wanted = 0
 	}
+	env, err := revision.EnvelopeBytes(h)
+	if err != nil {
+		return nil, err
+	}
+	cut, err := revision.Split(clusters, env)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]events.PlacementScheduledV2, len(cut))
+	for i, cs := range cut {
+		out[i] = h
+		out[i].Piece, out[i].Pieces, out[i].Clusters = i, len(cut), cs
+		if cs == nil {
+			out[i].Clusters = []events.ClusterDecision{}
+		}
+	}
+	return out, nil
+}
+
+// decisionState is what a consumer holds of a decision, by cluster: the
+// chosen clusters with their scores, and, when the policy wants more
+// clusters than were found, as many not-chosen ones (the first by name) with
+// why. The reason of a chosen cluster is its scores, in Fleet's words, so it
+// is left out.
+func decisionState(d *schedule.Decision) map[string]events.ClusterDecision {
+	st := make(map[string]events.ClusterDecision, len(d.Chosen))
 	for _, c := range d.Chosen {
-		out.Chosen = append(out.Chosen, events.ClusterDecision{Cluster: c.Cluster, Action: events.DecisionAction(c.Action),
-			AffinityScore: c.Scores.Affinity, TopologySpreadScore: c.Scores.TopologySpread, Reason: c.Message()})
+		st[c.Cluster] = events.ClusterDecision{Cluster: c.Cluster, Action: events.DecisionAction(c.Action),
+			AffinityScore: c.Scores.Affinity, TopologySpreadScore: c.Scores.TopologySpread}
 	}
-	for _, u := range d.Removed {
-		out.Removed = append(out.Removed, events.ClusterDecision{Cluster: u.Cluster, Action: events.ActionRemoved, Reason: u.Reason.Message})
+	if d.Type != framework.PickAll {
+		missing := min(max(d.Needed-len(d.Chosen), 0), len(d.NotChosen))
+		for _, u := range d.NotChosen[:missing] {
+			st[u.Cluster] = events.ClusterDecision{Cluster: u.Cluster, Reason: events.Truncate(u.Reason.Message, events.MaxMessageBytes)}
+		}
 	}
-	for _, u := range d.NotChosen {
-		out.NotChosen = append(out.NotChosen, events.ClusterDecision{Cluster: u.Cluster, Reason: u.Reason.Message})
+	return st
+}
+
+// decisionChanges lists the entries of next that are new or differ from prev
+// (a chosen cluster kept with the same scores is no change), the removed
+// clusters, and a removal of each other cluster prev held and next does not
+// (a not-chosen one no longer shown).
+func decisionChanges(prev, next map[string]events.ClusterDecision, removed []events.ClusterDecision) []events.ClusterDecision {
+	chosen := func(c events.ClusterDecision) bool {
+		return c.Action == events.ActionAdded || c.Action == events.ActionKept
 	}
-	if !d.Fulfilled {
-		out.Message = d.UnfulfilledMessage()
+	var out []events.ClusterDecision
+	for name, c := range next {
+		p, ok := prev[name]
+		if !ok || chosen(p) != chosen(c) || p.AffinityScore != c.AffinityScore || p.TopologySpreadScore != c.TopologySpreadScore || p.Reason != c.Reason {
+			out = append(out, c)
+		}
+	}
+	gone := map[string]bool{}
+	for _, c := range removed {
+		gone[c.Cluster] = true
+		out = append(out, c)
+	}
+	for name := range prev {
+		if _, ok := next[name]; !ok && !gone[name] {
+			out = append(out, events.ClusterDecision{Cluster: name, Action: events.ActionRemoved})
+		}
 	}
 	return out
 }

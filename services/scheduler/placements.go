@@ -79,7 +79,8 @@ func (s *Scheduler) deletePlacement(ctx context.Context, tx pgx.Tx, ev cloudeven
 	if _, err := tx.Exec(ctx, `delete from scheduler_bindings where placement = $1`, name); err != nil {
 		return fmt.Errorf("delete binding of %s: %w", name, err)
 	}
-	return s.record(ctx, tx, ev, placementRow{name: name, generation: generation, policyGeneration: policyGeneration}, d, false)
+	return s.record(ctx, tx, ev, placementRow{name: name, generation: generation, policyGeneration: policyGeneration},
+		published{decision: prev}, d, false)
 }
 
 // rescheduleAll re-decides every placement after a change to the members.

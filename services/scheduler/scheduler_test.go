@@ -14,6 +14,7 @@ import (
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/events/bus"
+	"github.com/flotilla-dev/flotilla/events/revision"
 	"github.com/flotilla-dev/flotilla/harness/poll"
 	"github.com/flotilla-dev/flotilla/harness/postgres"
 	"github.com/flotilla-dev/flotilla/harness/servicetest"
@@ -25,13 +26,13 @@ func TestMain(m *testing.M) { os.Exit(postgres.RunMain(m)) }
 type fixture struct {
 	*servicetest.Env
 	t         *testing.T
-	decisions *servicetest.Collected[events.PlacementScheduled]
+	decisions *servicetest.Collected[events.PlacementScheduledV2]
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	env := servicetest.New(t)
-	return &fixture{Env: env, t: t, decisions: servicetest.Collect[events.PlacementScheduled](env, bus.SubjectsScheduling)}
+	return &fixture{Env: env, t: t, decisions: servicetest.Collect[events.PlacementScheduledV2](env, bus.SubjectsScheduling)}
 }
 
 // startScheduler runs a scheduler until the returned stop is called.
@@ -69,36 +70,49 @@ func (f *fixture) place(name string, n int32) {
 	}})
 }
 
-// latest waits for a decision for placement that satisfies ok.
-func (f *fixture) latest(placement string, ok func(events.PlacementScheduled) error) events.PlacementScheduled {
+// assembled puts the decision revisions published for placement together,
+// as a consumer would, and returns the decision after each, in order.
+func (f *fixture) assembled(placement string) []revision.Decision {
 	f.t.Helper()
-	var last events.PlacementScheduled
-	poll.Until(f.t, 20*time.Second, "decision for "+placement, func() error {
-		found := false
-		for _, d := range f.decisions.All() {
-			if d.Placement == placement {
-				last, found = d, true
-			}
+	var (
+		a   revision.Assembler[events.PlacementScheduledV2]
+		d   revision.Decision
+		out []revision.Decision
+	)
+	for _, p := range f.decisions.All() {
+		if p.Placement != placement {
+			continue
 		}
-		if !found {
+		for _, pieces := range a.Add(p) {
+			if err := d.Apply(pieces); err != nil {
+				f.t.Errorf("decision revision %d of %s: %v", pieces[0].Revision, placement, err)
+			}
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// latest waits for a decision for placement that satisfies ok.
+func (f *fixture) latest(placement string, ok func(revision.Decision) error) revision.Decision {
+	f.t.Helper()
+	var last revision.Decision
+	poll.Until(f.t, 20*time.Second, "decision for "+placement, func() error {
+		all := f.assembled(placement)
+		if len(all) == 0 {
 			return fmt.Errorf("no decision for %s yet", placement)
 		}
+		last = all[len(all)-1]
 		return ok(last)
 	})
 	return last
 }
 
 func (f *fixture) count(placement string) int {
-	n := 0
-	for _, d := range f.decisions.All() {
-		if d.Placement == placement {
-			n++
-		}
-	}
-	return n
+	return len(f.assembled(placement))
 }
 
-func chosen(d events.PlacementScheduled) []string {
+func chosen(d revision.Decision) []string {
 	var names []string
 	for _, c := range d.Chosen {
 		names = append(names, c.Cluster)
@@ -107,8 +121,8 @@ func chosen(d events.PlacementScheduled) []string {
 	return names
 }
 
-func wantChosen(want ...string) func(events.PlacementScheduled) error {
-	return func(d events.PlacementScheduled) error {
+func wantChosen(want ...string) func(revision.Decision) error {
+	return func(d revision.Decision) error {
 		if got := chosen(d); !slices.Equal(got, want) {
 			return fmt.Errorf("chosen %v, want %v", got, want)
 		}
@@ -134,16 +148,19 @@ func TestPickNIsScheduledReplacedAndResumedAfterRestart(t *testing.T) {
 	if !d.Fulfilled || d.Wanted != 2 {
 		t.Fatalf("decision %+v: want fulfilled with 2 wanted", d)
 	}
+	// The history says why each cluster was picked, and why staging-1 was
+	// not (a fulfilled decision shows no rejected cluster to its consumers).
 	for _, c := range d.Chosen {
 		want := fmt.Sprintf(`Successfully scheduled resources for placement in %q (affinity score: 0, topology spread score: 0): picked by scheduling policy`, c.Cluster)
-		if c.Reason != want {
-			t.Errorf("reason %q, want %q", c.Reason, want)
+		if got := f.historyReason("web", c.Cluster, "added"); got != want {
+			t.Errorf("reason %q, want %q", got, want)
 		}
 	}
-	if !slices.ContainsFunc(d.NotChosen, func(c events.ClusterDecision) bool {
-		return c.Cluster == "staging-1" && strings.Contains(c.Reason, "does not match any required cluster selector term")
-	}) {
-		t.Errorf("staging-1 not reported as rejected by affinity: %+v", d.NotChosen)
+	if got := f.historyReason("web", "staging-1", "not-selected"); !strings.Contains(got, "does not match any required cluster selector term") {
+		t.Errorf("staging-1 not recorded as rejected by affinity: %q", got)
+	}
+	if len(d.NotChosen) != 0 {
+		t.Errorf("a fulfilled decision shows rejected clusters: %+v", d.NotChosen)
 	}
 
 	f.leave("member-1")
@@ -157,6 +174,10 @@ func TestPickNIsScheduledReplacedAndResumedAfterRestart(t *testing.T) {
 	d = f.latest("wide", wantChosen("member-2", "member-3"))
 	if d.Fulfilled || !strings.Contains(d.Message, "found 2 of 5") {
 		t.Fatalf("decision %+v: want unfulfilled saying found 2 of 5", d)
+	}
+	// It shows the clusters it could not choose, up to the 3 missing.
+	if got := names(d.NotChosen); !slices.Equal(got, []string{"member-1", "staging-1"}) {
+		t.Errorf("not chosen %v, want member-1 (left) and staging-1 (affinity)", got)
 	}
 
 	stop()
@@ -212,4 +233,24 @@ func TestReplicasDoNotDecideOnePlacementTwice(t *testing.T) {
 	if bindings != 5 {
 		t.Fatalf("%d bindings, want 5", bindings)
 	}
+}
+
+func names(cs []events.ClusterDecision) []string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, c.Cluster)
+	}
+	return out
+}
+
+// historyReason is the reason the history gives for the latest action on a
+// cluster of a placement.
+func (f *fixture) historyReason(placement, cluster, action string) string {
+	f.t.Helper()
+	var reason string
+	if err := f.Pool.QueryRow(f.t.Context(), `select reason from scheduling_decisions
+		where placement = $1 and cluster = $2 and action = $3 order by id desc limit 1`, placement, cluster, action).Scan(&reason); err != nil {
+		f.t.Errorf("history of %s on %s (%s): %v", placement, cluster, action, err)
+	}
+	return reason
 }
