@@ -57,6 +57,42 @@ func (w *Worker) publish(ctx context.Context, r *events.WorkReported) {
 	w.mu.Unlock()
 }
 
+// reportWindow is how long reports on member changes of one placement gather before the
+// newest goes out: applying a placement makes each object's availability change in turn,
+// and one report with them all says what several would, without the traffic.
+const reportWindow = 50 * time.Millisecond
+
+// publishSoon publishes r, the placement's complete state after a member change, at the
+// end of its placement's report window; a newer report replaces it until then.
+func (w *Worker) publishSoon(ctx context.Context, r *events.WorkReported) {
+	w.mu.Lock()
+	first := w.pending[r.Placement] == nil
+	w.pending[r.Placement] = r
+	w.mu.Unlock()
+	if !first {
+		return
+	}
+	time.AfterFunc(reportWindow, func() {
+		unlock := w.locks.lock(r.Placement)
+		defer unlock()
+		w.mu.Lock()
+		newest := w.pending[r.Placement]
+		delete(w.pending, r.Placement)
+		w.mu.Unlock()
+		if newest != nil && ctx.Err() == nil {
+			w.publish(ctx, newest)
+		}
+	})
+}
+
+// dropPending forgets the report waiting for the placement: one made later replaces it.
+// The caller holds the placement's lock.
+func (w *Worker) dropPending(placement string) {
+	w.mu.Lock()
+	delete(w.pending, placement)
+	w.mu.Unlock()
+}
+
 // reportDigest identifies what a report says, leaving out when it was
 // observed.
 func reportDigest(r *events.WorkReported) string {

@@ -129,8 +129,16 @@ func (w *Worker) runChecks(ctx context.Context) {
 		live := w.watch.lookup(c.gvr, c.key)
 		unlock := w.locks.lock(c.placement)
 		reports, err := w.applier.Recheck(ctx, c.placement, c.key, live)
-		for _, r := range reports {
-			w.publish(ctx, r)
+		switch len(reports) {
+		case 0:
+		case 1:
+			w.publishSoon(ctx, reports[0])
+		default:
+			// A sequence (drift found, then corrected) tells a story: each goes out.
+			w.dropPending(c.placement)
+			for _, r := range reports {
+				w.publish(ctx, r)
+			}
 		}
 		unlock()
 		if err != nil && ctx.Err() == nil {

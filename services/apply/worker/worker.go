@@ -95,6 +95,9 @@ type Worker struct {
 	desired map[string]*desired // by placement
 	// published is the digest of the last report published per placement.
 	published map[string]string
+	// pending holds the newest report on member changes not yet published, per placement
+	// (see publishSoon).
+	pending map[string]*events.WorkReported
 
 	watch *watcher
 	locks keyedLocks
@@ -149,6 +152,7 @@ func New(cfg Config) (*Worker, error) {
 			workqueue.TypedRateLimitingQueueConfig[check]{Name: "checks-" + cfg.Cluster}),
 		desired:   map[string]*desired{},
 		published: map[string]string{},
+		pending:   map[string]*events.WorkReported{},
 	}
 	w.watch = newWatcher(w)
 	return w, nil
@@ -282,6 +286,7 @@ func (w *Worker) process(ctx context.Context, it item) {
 	}
 	applied := time.Now()
 	if report != nil {
+		w.dropPending(it.placement) // this report is newer than any waiting
 		w.publish(ctx, report)
 	}
 	w.log.Debug("placement processed", "placement", it.placement, "since_received", began.Sub(taken).Round(100*time.Microsecond),

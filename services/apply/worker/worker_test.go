@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +13,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
@@ -293,3 +295,61 @@ func TestRetriesUntilApplied(t *testing.T) {
 	}
 	f.waitReport(member, placement, "applied after the namespace appeared", applied)
 }
+
+// TestMemberChangesAreReportedTogether: ten load balancers of one placement get their
+// addresses at once on the member; the worker reports their availability in fewer reports
+// than changes, and its last report has them all available.
+func TestMemberChangesAreReportedTogether(t *testing.T) {
+	f := newFleet(t)
+	f.start(member, nil)
+	placement, ns := name(t, "crp"), name(t, "")
+	const services = 10
+	manifests := []string{nsYAML(ns)}
+	for i := range services {
+		manifests = append(manifests, fmt.Sprintf(
+			"apiVersion: v1\nkind: Service\nmetadata: {name: lb-%d, namespace: %s}\nspec:\n  type: LoadBalancer\n  ports: [{port: 80}]\n", i, ns))
+	}
+	f.desire(work(t, member, placement, api.ApplyStrategy{}, manifests...))
+	f.waitReport(member, placement, "applied, load balancers waiting", applied)
+
+	before := f.mark()
+	c := client(t, member).Resource(schema.GroupVersionResource{Version: "v1", Resource: "services"}).Namespace(ns)
+	for i := range services {
+		svc, err := c.Get(t.Context(), fmt.Sprintf("lb-%d", i), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = unstructured.SetNestedSlice(svc.Object, []any{map[string]any{"ip": fmt.Sprintf("192.0.2.%d", i+1)}}, "status", "loadBalancer", "ingress")
+		if _, err := c.UpdateStatus(t.Context(), svc, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	allAvailable := func(r *events.WorkReported) bool {
+		for i := range services {
+			if m, ok := result(r, "Service", fmt.Sprintf("lb-%d", i)); !ok || m.Available.Status != "True" {
+				return false
+			}
+		}
+		return true
+	}
+	f.waitReportAfter(before, member, placement, "every load balancer available", allAvailable)
+	time.Sleep(3 * reportWindowForTests) // let a report that should not exist arrive
+	f.mu.Lock()
+	var after []*events.WorkReported
+	for _, r := range f.reports[before:] {
+		if r.Placement == placement {
+			after = append(after, r)
+		}
+	}
+	f.mu.Unlock()
+	if len(after) >= services {
+		t.Errorf("%d reports for %d member changes made together, want them gathered", len(after), services)
+	}
+	if !allAvailable(after[len(after)-1]) {
+		t.Errorf("the last report does not have every load balancer available: %s", dump(after[len(after)-1]))
+	}
+	t.Logf("%d member changes made together went out in %d reports", services, len(after))
+}
+
+// reportWindowForTests is the worker's report window (reportWindow), for waits.
+const reportWindowForTests = 50 * time.Millisecond
