@@ -16,6 +16,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
+	"github.com/flotilla-dev/flotilla/events/revision"
 	"github.com/flotilla-dev/flotilla/harness/poll"
 	"github.com/flotilla-dev/flotilla/harness/postgres"
 	"github.com/flotilla-dev/flotilla/harness/servicetest"
@@ -34,6 +35,9 @@ type fixture struct {
 	*servicetest.Env
 	t   *testing.T
 	cfg rollout.Config
+	// decisions counts the decision revisions published per placement.
+	decisions map[string]int64
+	sentinels int
 }
 
 func newFixture(t *testing.T, cfg rollout.Config) *fixture {
@@ -46,7 +50,7 @@ func newFixture(t *testing.T, cfg rollout.Config) *fixture {
 		cfg.Tick = 20 * time.Millisecond
 	}
 	cfg.Options = env.Options()
-	return &fixture{Env: env, t: t, cfg: cfg}
+	return &fixture{Env: env, t: t, cfg: cfg, decisions: map[string]int64{}}
 }
 
 // start runs a rollout service (a replica, if called again) until the
@@ -126,19 +130,30 @@ func (f *fixture) deletePlacement(name string) {
 	f.publish(events.TypePlacementDeleted, subj, events.PlacementDeleted{Name: name})
 }
 
-// schedule publishes a scheduling decision, as the scheduler would.
+// schedule publishes a scheduling decision as the scheduler would, as the
+// placement's next decision revision: a base of one piece listing the
+// chosen clusters and the removed ones.
 func (f *fixture) schedule(placement string, generation int64, chosen []string, removed map[string]string) {
 	f.t.Helper()
-	d := events.PlacementScheduled{Placement: placement, Generation: generation, PlacementType: api.PickAllPlacementType,
-		Fulfilled: true, Chosen: []events.ClusterDecision{}}
+	f.decisions[placement]++
+	d := events.PlacementScheduledV2{Placement: placement, Revision: f.decisions[placement], Base: true, Pieces: 1,
+		Generation: generation, PlacementType: api.PickAllPlacementType, Fulfilled: true, ChosenCount: len(chosen),
+		Clusters: []events.ClusterDecision{}}
 	for _, c := range chosen {
-		d.Chosen = append(d.Chosen, events.ClusterDecision{Cluster: c, Action: events.ActionKept, Reason: "picked by scheduling policy"})
+		d.Clusters = append(d.Clusters, events.ClusterDecision{Cluster: c, Action: events.ActionKept})
 	}
 	for _, c := range sortedKeys(removed) {
-		d.Removed = append(d.Removed, events.ClusterDecision{Cluster: c, Action: events.ActionRemoved, Reason: removed[c]})
+		d.Clusters = append(d.Clusters, events.ClusterDecision{Cluster: c, Action: events.ActionRemoved, Reason: removed[c]})
 	}
-	subj, _ := events.SchedulingSubject(placement)
-	f.publish(events.TypePlacementScheduled, subj, d)
+	slices.SortFunc(d.Clusters, func(a, b events.ClusterDecision) int { return strings.Compare(a.Cluster, b.Cluster) })
+	f.publishDecision(d)
+}
+
+// publishDecision publishes one piece of a decision revision.
+func (f *fixture) publishDecision(d events.PlacementScheduledV2) {
+	f.t.Helper()
+	subj, _ := events.SchedulingSubject(d.Placement)
+	f.publish(events.TypePlacementScheduledV2, subj, d)
 }
 
 func (f *fixture) leave(cluster string, policy events.LeavePolicy) {
@@ -239,23 +254,41 @@ func (f *fixture) tombstones(placement string) []events.WorkTombstoned {
 	return out
 }
 
-func (f *fixture) progress(placement string) []events.RolloutProgressed {
-	var out []events.RolloutProgressed
+// progress assembles the progress revisions the rollout emitted for a
+// placement, as the status service would, and returns the progress after
+// each revision, in order.
+func (f *fixture) progress(placement string) []revision.Progress {
+	var (
+		a   revision.Assembler[events.RolloutProgressedV2]
+		p   revision.Progress
+		out []revision.Progress
+	)
 	for _, e := range f.emitted() {
-		if e.typ == events.TypeRolloutProgressed {
-			if p := decode[events.RolloutProgressed](f.t, e); p.Placement == placement {
-				out = append(out, p)
-			}
+		if e.typ != events.TypeRolloutProgressedV2 {
+			continue
 		}
+		piece := decode[events.RolloutProgressedV2](f.t, e)
+		if piece.Placement != placement {
+			continue
+		}
+		for _, pieces := range a.Add(piece) {
+			if err := p.Apply(pieces); err != nil {
+				f.t.Errorf("progress revision %d of %s: %v", pieces[0].Revision, placement, err)
+			}
+			out = append(out, p)
+		}
+	}
+	if g, ok := a.Gap(); ok {
+		f.t.Errorf("progress of %s: %s", placement, g)
 	}
 	return out
 }
 
-// waitProgress waits for a RolloutProgressed of the placement that ok
-// accepts and returns it.
-func (f *fixture) waitProgress(placement, what string, ok func(events.RolloutProgressed) error) events.RolloutProgressed {
+// waitProgress waits for a progress of the placement that ok accepts and
+// returns it.
+func (f *fixture) waitProgress(placement, what string, ok func(revision.Progress) error) revision.Progress {
 	f.t.Helper()
-	var got events.RolloutProgressed
+	var got revision.Progress
 	poll.Until(f.t, patience, what, func() error {
 		all := f.progress(placement)
 		if len(all) == 0 {
@@ -311,7 +344,7 @@ func (f *fixture) waitReady(placement string, clusters ...string) {
 }
 
 // started lists the clusters a progress reports started, sorted.
-func started(p events.RolloutProgressed) []string {
+func started(p revision.Progress) []string {
 	var out []string
 	for _, c := range p.Clusters {
 		if c.Started {
@@ -322,7 +355,7 @@ func started(p events.RolloutProgressed) []string {
 	return out
 }
 
-func clusterOf(p events.RolloutProgressed, name string) events.ClusterRollout {
+func clusterOf(p revision.Progress, name string) events.ClusterRollout {
 	for _, c := range p.Clusters {
 		if c.Cluster == name {
 			return c

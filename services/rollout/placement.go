@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/events/bus"
+	"github.com/flotilla-dev/flotilla/events/revision"
 	"github.com/flotilla-dev/flotilla/services/rollout/plan"
 	"github.com/flotilla-dev/flotilla/services/rollout/snapshot"
 )
@@ -75,24 +77,45 @@ func (r *rollout) deletePlacement(ctx context.Context, tx pgx.Tx, m bus.Meta, na
 	return r.reconcile(ctx, tx, row, now)
 }
 
-// scheduled stores the scheduler's latest decision for a placement.
-func (r *rollout) scheduled(ctx context.Context, tx pgx.Tx, m bus.Meta, p *events.PlacementScheduled, now time.Time) error {
+// scheduled takes in one piece of the scheduler's decisions for a
+// placement. Once every piece of the next revision (or of a newer base) is
+// in, it applies them to the decision it holds and reconciles; until then
+// it keeps the piece (rollout_pieces) and the placement rolls on with the
+// decision it has.
+func (r *rollout) scheduled(ctx context.Context, tx pgx.Tx, p *events.PlacementScheduledV2, now time.Time) error {
 	row, err := lockPlacement(ctx, tx, p.Placement, lockOrCreate, now)
 	if err != nil {
 		return err
 	}
-	if int64(m.Sequence) <= row.decisionSeq {
+	d := row.decision
+	if d == nil {
+		d = &revision.Decision{}
+	}
+	revs, err := revision.Receive(ctx, pieceStore{tx: tx, placement: p.Placement, kind: "decision"}, d.Revision, *p)
+	if errors.Is(err, revision.ErrGap) {
+		r.log.Warn("a scheduling decision waits for a lost piece", "placement", p.Placement, "applied", d.Revision, "err", err)
 		return nil
 	}
-	decision, err := json.Marshal(p)
-	if err != nil {
-		return bus.Permanent(fmt.Errorf("decision for %s: %w", p.Placement, err))
+	if err != nil || len(revs) == 0 {
+		return err
 	}
-	if _, err := tx.Exec(ctx, `update rollout_placements set decision = $2, decision_seq = $3, updated_at = now() where name = $1`,
-		p.Placement, decision, int64(m.Sequence)); err != nil {
+	for _, pieces := range revs {
+		err := d.Apply(pieces)
+		if errors.Is(err, revision.ErrMismatch) {
+			r.log.Warn("the decision assembled does not match the scheduler's", "placement", p.Placement, "err", err)
+		} else if err != nil {
+			return bus.Permanent(fmt.Errorf("decision for %s: %w", p.Placement, err))
+		}
+	}
+	decision, err := json.Marshal(d)
+	if err != nil {
+		return fmt.Errorf("decision for %s: %w", p.Placement, err)
+	}
+	if _, err := tx.Exec(ctx, `update rollout_placements set decision = $2, updated_at = now() where name = $1`,
+		p.Placement, decision); err != nil {
 		return fmt.Errorf("store decision for %s: %w", p.Placement, err)
 	}
-	row.decision, row.decisionSeq = p, int64(m.Sequence)
+	row.decision = d
 	return r.reconcile(ctx, tx, row, now)
 }
 

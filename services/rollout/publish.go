@@ -11,6 +11,7 @@ import (
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/events/bus"
+	"github.com/flotilla-dev/flotilla/events/revision"
 	"github.com/flotilla-dev/flotilla/platform/outbox"
 )
 
@@ -88,32 +89,71 @@ func (ps *pass) tombstone(ctx context.Context, c *clusterRow, reason string) err
 	return saveCluster(ctx, ps.tx, p.name, c)
 }
 
-// reportProgress enqueues RolloutProgressed when it differs from the last
-// one reported. Its id counts the reports, so a progress that returns to an
-// earlier state is still a new event.
-func (ps *pass) reportProgress(ctx context.Context, progress events.RolloutProgressed) error {
+// reportProgress enqueues the next revision of the placement's progress
+// (RolloutProgressedV2, in pieces) when it differs from the last one: a base
+// of every scheduled cluster for the first revision or when the changes are
+// not shorter, else the clusters whose entry changed. Piece ids count the
+// revisions, so a progress that returns to an earlier state is still new.
+func (ps *pass) reportProgress(ctx context.Context, pr progress) error {
 	p := ps.p
-	raw, err := json.Marshal(progress)
+	raw, err := json.Marshal(pr.head)
 	if err != nil {
 		return fmt.Errorf("progress of %s: %w", p.name, err)
 	}
 	sum := sha256.Sum256(raw)
 	hash := hex.EncodeToString(sum[:])
-	if p.progressHash != nil && *p.progressHash == hash {
+	if len(pr.changed) == 0 && p.progressHash != nil && *p.progressHash == hash {
 		return nil
 	}
-	p.progressSeq++
+	p.progressRevision++
 	p.progressHash = &hash
+	pieces, err := progressPieces(pr, p.progressRevision)
+	if err != nil {
+		return bus.Permanent(fmt.Errorf("progress of %s: %w", p.name, err))
+	}
 	subject, err := events.RolloutSubject(p.name)
 	if err != nil {
 		return bus.Permanent(err)
 	}
-	id := events.ID("rollout-progressed", p.name, fmt.Sprint(p.progressSeq))
-	ev, err := events.New(events.TypeRolloutProgressed, ps.r.env.Source, p.name, id, progress)
-	if err != nil {
-		return fmt.Errorf("progress event for %s: %w", p.name, err)
+	for _, piece := range pieces {
+		id := events.ID("rollout-progressed", p.name, fmt.Sprint(piece.Revision), fmt.Sprint(piece.Piece))
+		ev, err := events.New(events.TypeRolloutProgressedV2, ps.r.env.Source, p.name, id, piece)
+		if err != nil {
+			return fmt.Errorf("progress event for %s: %w", p.name, err)
+		}
+		if err := outbox.Enqueue(ctx, ps.tx, subject, ev); err != nil {
+			return err
+		}
 	}
-	return outbox.Enqueue(ctx, ps.tx, subject, ev)
+	return nil
+}
+
+// progressPieces cuts revision rev of the progress into pieces: a base of
+// every scheduled cluster for the first revision or when the changes are not
+// shorter, else the changes.
+func progressPieces(pr progress, rev int64) ([]events.RolloutProgressedV2, error) {
+	head, clusters := pr.head, pr.changed
+	head.Revision, head.ClusterCount = rev, len(pr.all)
+	if head.Base = rev == 1 || len(pr.all) <= len(pr.changed); head.Base {
+		clusters = pr.all
+	}
+	env, err := revision.EnvelopeBytes(head)
+	if err != nil {
+		return nil, err
+	}
+	cut, err := revision.Split(clusters, env)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]events.RolloutProgressedV2, len(cut))
+	for i, cs := range cut {
+		out[i] = head
+		out[i].Piece, out[i].Pieces, out[i].Clusters = i, len(cut), cs
+		if cs == nil {
+			out[i].Clusters = []events.ClusterProgress{}
+		}
+	}
+	return out, nil
 }
 
 // removalReason says why a cluster loses the placement.
@@ -122,10 +162,8 @@ func (ps *pass) removalReason(cluster string) string {
 		return fmt.Sprintf("cluster %s left the fleet", cluster)
 	}
 	if ps.p.decision != nil {
-		for _, d := range ps.p.decision.Removed {
-			if d.Cluster == cluster && d.Reason != "" {
-				return d.Reason
-			}
+		if reason := ps.p.decision.RemovalReason(cluster); reason != "" {
+			return reason
 		}
 	}
 	return "the cluster is no longer scheduled for the placement"

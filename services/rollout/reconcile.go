@@ -214,25 +214,52 @@ func (ps *pass) refreshGeneration(ctx context.Context) error {
 	return nil
 }
 
+// progress is what a pass learned of the rollout's progress: the
+// placement-wide fields, the entry of every scheduled cluster, and the
+// entries that changed since the progress last emitted (with a removal for
+// each cluster that left it), in name order.
+type progress struct {
+	head    events.RolloutProgressedV2
+	all     []events.ClusterProgress
+	changed []events.ClusterProgress
+}
+
 // track reports the progress of the scheduled clusters, detects the stuck
-// ones and saves their rows.
-func (ps *pass) track(ctx context.Context) (events.RolloutProgressed, error) {
+// ones and saves their rows, with the entry each has in the progress.
+func (ps *pass) track(ctx context.Context) (progress, error) {
 	p := ps.p
-	progress := events.RolloutProgressed{Placement: p.name, Generation: p.generation, Clusters: []events.ClusterRollout{}}
+	pr := progress{head: events.RolloutProgressedV2{Placement: p.name, Generation: p.generation}}
 	if ps.latest != nil {
-		progress.ResourceIndex = ps.latest.index
+		pr.head.ResourceIndex = ps.latest.index
 	}
 	if p.selectionError != nil {
-		progress.Reason, progress.Message = api.InvalidResourceSelectorsReason, *p.selectionError
+		pr.head.Reason = api.InvalidResourceSelectorsReason
+		pr.head.Message = events.Truncate(*p.selectionError, events.MaxMessageBytes)
 	}
-	for _, n := range sortedKeys(ps.scheduled) {
+	for _, n := range sortedKeys(ps.clusters) {
 		c := ps.clusters[n]
-		progress.Clusters = append(progress.Clusters, ps.clusterRollout(c))
+		var entry *events.ClusterProgress
+		if ps.scheduled[n] {
+			cr := ps.clusterRollout(c)
+			e := events.ClusterProgress{Cluster: n, Started: cr.Started, ResourceIndex: cr.ResourceIndex, Reason: cr.Reason,
+				Message: events.Truncate(cr.Message, events.MaxMessageBytes), Stuck: cr.Stuck}
+			pr.all = append(pr.all, e)
+			entry = &e
+		}
+		switch {
+		case entry != nil && (c.reported == nil || *c.reported != *entry):
+			pr.changed = append(pr.changed, *entry)
+		case entry == nil && c.reported != nil:
+			pr.changed = append(pr.changed, events.ClusterProgress{Cluster: n, Removed: true})
+		case entry == nil:
+			continue // not scheduled, not reported: nothing to save
+		}
+		c.reported = entry
 		if err := saveCluster(ctx, ps.tx, p.name, c); err != nil {
-			return progress, err
+			return pr, err
 		}
 	}
-	return progress, nil
+	return pr, nil
 }
 
 // clusterRollout is the progress of one scheduled cluster. It restarts the

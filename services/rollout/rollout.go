@@ -181,7 +181,7 @@ func (r *rollout) handle(ctx context.Context, batch []bus.Delivery) error {
 		}
 		switch payload.(type) {
 		case *events.HubResourceUpserted, *events.HubResourceDeleted,
-			*events.PlacementUpserted, *events.PlacementDeleted, *events.PlacementScheduled,
+			*events.PlacementUpserted, *events.PlacementDeleted, *events.PlacementScheduledV2,
 			*events.WorkReported, *events.MemberJoined, *events.MemberLeft:
 			evs, metas, payloads = append(evs, d.Event), append(metas, d.Meta), append(payloads, payload)
 		default:
@@ -221,8 +221,8 @@ func (r *rollout) apply(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, m 
 		return r.upsertPlacement(ctx, tx, m, p, now)
 	case *events.PlacementDeleted:
 		return r.deletePlacement(ctx, tx, m, p.Name, now)
-	case *events.PlacementScheduled:
-		return r.scheduled(ctx, tx, m, p, now)
+	case *events.PlacementScheduledV2:
+		return r.scheduled(ctx, tx, p, now)
 	case *events.WorkReported:
 		return r.reported(ctx, tx, m, p, now)
 	case *events.MemberJoined:

@@ -15,6 +15,7 @@ import (
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/events/bus"
+	"github.com/flotilla-dev/flotilla/events/revision"
 	"github.com/flotilla-dev/flotilla/harness/poll"
 	"github.com/flotilla-dev/flotilla/services/rollout"
 )
@@ -103,7 +104,7 @@ func TestSelectsANamespaceWithItsContents(t *testing.T) {
 		}
 		return nil
 	})
-	f.waitProgress("web-2-crp", "both clusters started", func(p events.RolloutProgressed) error {
+	f.waitProgress("web-2-crp", "both clusters started", func(p revision.Progress) error {
 		if got := started(p); !slices.Equal(got, []string{"member-1", "member-2"}) {
 			return fmt.Errorf("started %v", got)
 		}
@@ -152,7 +153,7 @@ func TestSelectsClusterScopedKindsByNameAndLabels(t *testing.T) {
 	// placement keeps what it has and says why.
 	p.Spec.ResourceSelectors = append(p.Spec.ResourceSelectors, api.ClusterResourceSelector{Group: "apps", Version: "v1", Kind: "Deployment", Name: "web"})
 	f.place(p)
-	f.waitProgress("cluster-wide", "InvalidResourceSelectors", func(pr events.RolloutProgressed) error {
+	f.waitProgress("cluster-wide", "InvalidResourceSelectors", func(pr revision.Progress) error {
 		c := clusterOf(pr, "member-1")
 		if c.Reason != api.InvalidResourceSelectorsReason {
 			return fmt.Errorf("member-1 reason %q", c.Reason)
@@ -290,7 +291,7 @@ func rollToCompletion(t *testing.T, f *fixture, placement string, clusters []str
 	t.Helper()
 	var done []string
 	for len(done) < len(clusters) {
-		p := f.waitProgress(placement, fmt.Sprintf("more than %v started with index 1", done), func(p events.RolloutProgressed) error {
+		p := f.waitProgress(placement, fmt.Sprintf("more than %v started with index 1", done), func(p revision.Progress) error {
 			if p.ResourceIndex != 1 || len(started(p)) <= len(done) {
 				return fmt.Errorf("index %d, started %v", p.ResourceIndex, started(p))
 			}
@@ -346,7 +347,7 @@ func TestRollingUpdateArithmetic(t *testing.T) {
 			}
 
 			f.hub(configMap("shop", "settings", "v1"))
-			first := f.waitProgress("shop", "index 1 started", func(p events.RolloutProgressed) error {
+			first := f.waitProgress("shop", "index 1 started", func(p revision.Progress) error {
 				if p.ResourceIndex != 1 {
 					return fmt.Errorf("index %d", p.ResourceIndex)
 				}
@@ -412,13 +413,13 @@ func TestFailedClustersAreUpdatedWithoutWaitingForBudget(t *testing.T) {
 	})
 
 	f.hub(configMap("shop", "settings", "v1"))
-	f.waitProgress("shop", "index 1", func(p events.RolloutProgressed) error {
+	f.waitProgress("shop", "index 1", func(p revision.Progress) error {
 		if p.ResourceIndex != 1 {
 			return fmt.Errorf("index %d", p.ResourceIndex)
 		}
 		return nil
 	})
-	var first events.RolloutProgressed
+	var first revision.Progress
 	for _, p := range f.progress("shop") {
 		if p.ResourceIndex == 1 {
 			first = p
@@ -434,7 +435,7 @@ func TestFailedClustersAreUpdatedWithoutWaitingForBudget(t *testing.T) {
 		t.Errorf("m1 waits with %q", c.Message)
 	}
 	f.report(f.waitWork("m3", "shop", 1), applied, available)
-	f.waitProgress("shop", "m1 after m3", func(p events.RolloutProgressed) error {
+	f.waitProgress("shop", "m1 after m3", func(p revision.Progress) error {
 		if got := started(p); !slices.Equal(got, []string{"m1", "m3"}) {
 			return fmt.Errorf("started %v", got)
 		}
@@ -463,7 +464,7 @@ func TestNotTrackableObjectsWaitTheUnavailablePeriod(t *testing.T) {
 		Applied:   events.Condition{Status: "True", Reason: "Applied"},
 		Available: events.Condition{Status: "Unknown", Reason: api.ManifestNotTrackableReason},
 	})
-	f.waitProgress("jobs", "m2 waits for m1's unavailable period", func(p events.RolloutProgressed) error {
+	f.waitProgress("jobs", "m2 waits for m1's unavailable period", func(p revision.Progress) error {
 		if c := clusterOf(p, "m2"); c.Started || c.Message != "waiting for m1 to become available (maxUnavailable 1 of 2 cluster(s))" {
 			return fmt.Errorf("m2 %+v", c)
 		}
@@ -576,7 +577,7 @@ func TestExternalStrategyIsNotRolledOutAutomatically(t *testing.T) {
 	p.Spec.Strategy.Type = api.ExternalRolloutStrategyType
 	f.place(p)
 	f.schedule("ext", 1, []string{"m1"}, nil)
-	f.waitProgress("ext", "External reported", func(pr events.RolloutProgressed) error {
+	f.waitProgress("ext", "External reported", func(pr revision.Progress) error {
 		c := clusterOf(pr, "m1")
 		if pr.ResourceIndex != 0 || c.Started || c.Reason != api.RolloutNotStartedYetReason ||
 			!strings.Contains(c.Message, "the rollout strategy type is External: resources are not rolled out automatically") {
@@ -602,7 +603,7 @@ func TestStuckClustersAreReported(t *testing.T) {
 	w := f.waitWork("m1", "stuck", 0)
 	f.report(w, applyFail, availUnknown)
 	f.report(f.waitWork("m2", "stuck", 0), applied, available)
-	f.waitProgress("stuck", "m1 stuck", func(p events.RolloutProgressed) error {
+	f.waitProgress("stuck", "m1 stuck", func(p revision.Progress) error {
 		c := clusterOf(p, "m1")
 		if !c.Stuck || !strings.Contains(c.Message, "The rollout on cluster m1 is stuck: not applied and available within 1s: apply failed: Failed to apply 1 of 1 manifest(s)") {
 			return fmt.Errorf("m1 %+v", c)
@@ -613,7 +614,7 @@ func TestStuckClustersAreReported(t *testing.T) {
 		return nil
 	})
 	f.report(w, applied, available)
-	f.waitProgress("stuck", "m1 no longer stuck", func(p events.RolloutProgressed) error {
+	f.waitProgress("stuck", "m1 no longer stuck", func(p revision.Progress) error {
 		if c := clusterOf(p, "m1"); c.Stuck || c.Message != "Detected the new changes on the resources and started the rollout process" {
 			return fmt.Errorf("m1 %+v", c)
 		}

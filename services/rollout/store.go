@@ -11,6 +11,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
+	"github.com/flotilla-dev/flotilla/events/revision"
 	"github.com/flotilla-dev/flotilla/services/rollout/plan"
 )
 
@@ -22,14 +23,15 @@ type placementRow struct {
 	generation     int64
 	specSeq        int64
 	deleted        bool
-	decision       *events.PlacementScheduled
-	decisionSeq    int64
+	decision       *revision.Decision // nil until the first decision is applied
 	snapshotDueAt  *time.Time
 	windowOpenedAt *time.Time // when the open coalescing window began
 	wakeAt         *time.Time
 	selectionError *string
-	progressHash   *string
-	progressSeq    int64
+	// progressHash hashes the placement-wide fields of the progress last
+	// emitted, and progressRevision counts the progress revisions emitted.
+	progressHash     *string
+	progressRevision int64
 }
 
 // lockMode says how lockPlacement treats a missing or busy row.
@@ -53,13 +55,13 @@ func lockPlacement(ctx context.Context, tx pgx.Tx, name string, mode lockMode, n
 			return nil, fmt.Errorf("create placement %s: %w", name, err)
 		}
 	}
-	q := `select name, spec, generation, spec_seq, deleted, decision, decision_seq, snapshot_due_at, snapshot_window_opened_at, wake_at,
-			selection_error, progress_hash, progress_seq
+	q := `select name, spec, generation, spec_seq, deleted, decision, snapshot_due_at, snapshot_window_opened_at, wake_at,
+			selection_error, progress_hash, progress_revision
 		from rollout_placements where name = $1 for update`
 	args := []any{name}
 	if mode == lockDue {
-		q = `select name, spec, generation, spec_seq, deleted, decision, decision_seq, snapshot_due_at, snapshot_window_opened_at, wake_at,
-			selection_error, progress_hash, progress_seq
+		q = `select name, spec, generation, spec_seq, deleted, decision, snapshot_due_at, snapshot_window_opened_at, wake_at,
+			selection_error, progress_hash, progress_revision
 		from rollout_placements where name = $1 and (snapshot_due_at <= $2 or wake_at <= $2) for update skip locked`
 		args = append(args, now)
 	}
@@ -67,8 +69,8 @@ func lockPlacement(ctx context.Context, tx pgx.Tx, name string, mode lockMode, n
 		p              placementRow
 		spec, decision []byte
 	)
-	err := tx.QueryRow(ctx, q, args...).Scan(&p.name, &spec, &p.generation, &p.specSeq, &p.deleted, &decision, &p.decisionSeq,
-		&p.snapshotDueAt, &p.windowOpenedAt, &p.wakeAt, &p.selectionError, &p.progressHash, &p.progressSeq)
+	err := tx.QueryRow(ctx, q, args...).Scan(&p.name, &spec, &p.generation, &p.specSeq, &p.deleted, &decision,
+		&p.snapshotDueAt, &p.windowOpenedAt, &p.wakeAt, &p.selectionError, &p.progressHash, &p.progressRevision)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -82,7 +84,8 @@ func lockPlacement(ctx context.Context, tx pgx.Tx, name string, mode lockMode, n
 		}
 	}
 	if decision != nil {
-		p.decision = new(events.PlacementScheduled)
+		// A decision stored from a v1 event reads as revision 0.
+		p.decision = new(revision.Decision)
 		if err := json.Unmarshal(decision, p.decision); err != nil {
 			return nil, fmt.Errorf("read decision of %s: %w", name, err)
 		}
@@ -94,9 +97,9 @@ func lockPlacement(ctx context.Context, tx pgx.Tx, name string, mode lockMode, n
 func savePlacement(ctx context.Context, tx pgx.Tx, p *placementRow) error {
 	_, err := tx.Exec(ctx, `
 		update rollout_placements set snapshot_due_at = $2, wake_at = $3, selection_error = $4,
-			progress_hash = $5, progress_seq = $6, snapshot_window_opened_at = $7, updated_at = now()
+			progress_hash = $5, progress_revision = $6, snapshot_window_opened_at = $7, updated_at = now()
 		where name = $1`,
-		p.name, p.snapshotDueAt, p.wakeAt, p.selectionError, p.progressHash, p.progressSeq, p.windowOpenedAt)
+		p.name, p.snapshotDueAt, p.wakeAt, p.selectionError, p.progressHash, p.progressRevision, p.windowOpenedAt)
 	if err != nil {
 		return fmt.Errorf("save placement %s: %w", p.name, err)
 	}
@@ -119,6 +122,9 @@ type clusterRow struct {
 	targetKey      string
 	targetSince    *time.Time
 	ready          bool
+	// reported is the cluster's entry in the progress as last emitted, nil
+	// when it is not in it.
+	reported *events.ClusterProgress
 }
 
 func (c *clusterRow) holds() bool { return c.sent == sentWork }
@@ -130,16 +136,22 @@ const (
 
 const clusterColumns = `cluster, coalesce(sent, ''), coalesce(sent_index, 0), coalesce(sent_generation, 0),
 	coalesce(work_key, ''), coalesce(key_generation, 0), sent_at, work_seq, report, report_seq, applied_at,
-	coalesce(target_key, ''), target_since, ready`
+	coalesce(target_key, ''), target_since, ready, reported`
 
 func scanCluster(row pgx.Row) (*clusterRow, error) {
 	var (
-		c      clusterRow
-		report []byte
+		c                clusterRow
+		report, reported []byte
 	)
 	if err := row.Scan(&c.cluster, &c.sent, &c.sentIndex, &c.sentGeneration, &c.workKey, &c.keyGeneration, &c.sentAt,
-		&c.workSeq, &report, &c.reportSeq, &c.appliedAt, &c.targetKey, &c.targetSince, &c.ready); err != nil {
+		&c.workSeq, &report, &c.reportSeq, &c.appliedAt, &c.targetKey, &c.targetSince, &c.ready, &reported); err != nil {
 		return nil, err
+	}
+	if reported != nil {
+		c.reported = new(events.ClusterProgress)
+		if err := json.Unmarshal(reported, c.reported); err != nil {
+			return nil, fmt.Errorf("read the progress reported of %s: %w", c.cluster, err)
+		}
 	}
 	if report != nil {
 		c.report = new(plan.Report)
@@ -187,25 +199,31 @@ func loadCluster(ctx context.Context, tx pgx.Tx, placement, cluster string) (*cl
 
 // saveCluster writes a cluster row.
 func saveCluster(ctx context.Context, tx pgx.Tx, placement string, c *clusterRow) error {
-	var report []byte
+	var report, reported []byte
 	if c.report != nil {
 		var err error
 		if report, err = json.Marshal(c.report); err != nil {
 			return fmt.Errorf("save cluster %s of %s: %w", c.cluster, placement, err)
 		}
 	}
+	if c.reported != nil {
+		var err error
+		if reported, err = json.Marshal(c.reported); err != nil {
+			return fmt.Errorf("save cluster %s of %s: %w", c.cluster, placement, err)
+		}
+	}
 	_, err := tx.Exec(ctx, `
 		insert into rollout_clusters (placement, cluster, sent, sent_index, sent_generation, work_key, key_generation,
-			sent_at, work_seq, report, report_seq, applied_at, target_key, target_since, ready)
-		values ($1, $2, nullif($3, ''), $4, $5, nullif($6, ''), $7, $8, $9, $10, $11, $12, nullif($13, ''), $14, $15)
+			sent_at, work_seq, report, report_seq, applied_at, target_key, target_since, ready, reported)
+		values ($1, $2, nullif($3, ''), $4, $5, nullif($6, ''), $7, $8, $9, $10, $11, $12, nullif($13, ''), $14, $15, $16)
 		on conflict (placement, cluster) do update set sent = excluded.sent, sent_index = excluded.sent_index,
 			sent_generation = excluded.sent_generation, work_key = excluded.work_key,
 			key_generation = excluded.key_generation, sent_at = excluded.sent_at, work_seq = excluded.work_seq,
 			report = excluded.report, report_seq = excluded.report_seq, applied_at = excluded.applied_at,
 			target_key = excluded.target_key, target_since = excluded.target_since, ready = excluded.ready,
-			updated_at = now()`,
+			reported = excluded.reported, updated_at = now()`,
 		placement, c.cluster, c.sent, c.sentIndex, c.sentGeneration, c.workKey, c.keyGeneration,
-		c.sentAt, c.workSeq, report, c.reportSeq, c.appliedAt, c.targetKey, c.targetSince, c.ready)
+		c.sentAt, c.workSeq, report, c.reportSeq, c.appliedAt, c.targetKey, c.targetSince, c.ready, reported)
 	if err != nil {
 		return fmt.Errorf("save cluster %s of %s: %w", c.cluster, placement, err)
 	}
