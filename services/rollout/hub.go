@@ -56,6 +56,11 @@ func (r *rollout) upsertHubResource(ctx context.Context, tx pgx.Tx, ev cloudeven
 	if err != nil {
 		return bus.Permanent(fmt.Errorf("hub resource %s %s: %w", gvk.Kind, u.GetName(), err))
 	}
+	// A stored manifest selection cannot read would fail every selection of
+	// its kind or namespace (a namespace or labels of the wrong type).
+	if _, err := selection.NewObject(manifest); err != nil {
+		return bus.Permanent(fmt.Errorf("hub resource %s %s: %w", gvk.Kind, u.GetName(), err))
+	}
 	hash := snapshot.Hash([]json.RawMessage{manifest})
 	id := api.ResourceIdentifier{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Namespace: u.GetNamespace(), Name: u.GetName()}
 	// The row changes only for a newer event (by stream sequence): replicas

@@ -18,6 +18,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	sigsjson "sigs.k8s.io/json"
 
 	"github.com/flotilla-dev/flotilla/events/api"
 )
@@ -66,7 +67,9 @@ func NewObject(manifest json.RawMessage) (Object, error) {
 			OwnerReferences []metav1.OwnerReference `json:"ownerReferences"`
 		} `json:"metadata"`
 	}
-	if err := json.Unmarshal(manifest, &m); err != nil {
+	// Field names match exactly, as the hub store and API servers read them
+	// (encoding/json would read "NAME" or "nameSpace" as well).
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(manifest, &m); err != nil {
 		return Object{}, fmt.Errorf("read manifest: %w", err)
 	}
 	if m.APIVersion == "" || m.Kind == "" || m.Metadata.Name == "" {
