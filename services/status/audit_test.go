@@ -31,12 +31,13 @@ func ifNoDiffStep(f *fixture) (last string) {
 	crp := webPlacement(api.WhenToTakeOverTypeIfNoDiff)
 	crp.Spec.Strategy.ApplyStrategy.ComparisonOption = api.ComparisonOptionTypePartialComparison
 	pub("placement", events.TypePlacementUpserted, subject(events.PlacementSubject("web-2-crp")), at, events.PlacementUpserted{Placement: crp})
-	pub("scheduled", events.TypePlacementScheduled, subject(events.SchedulingSubject("web-2-crp")), at.Add(time.Second),
-		events.PlacementScheduled{Placement: "web-2-crp", Generation: 2, PlacementType: api.PickAllPlacementType, Fulfilled: true,
-			Chosen: []events.ClusterDecision{{Cluster: "member-1", Action: events.ActionKept}, {Cluster: "member-2", Action: events.ActionKept}}})
-	pub("rollout", events.TypeRolloutProgressed, subject(events.RolloutSubject("web-2-crp")), at.Add(2*time.Second),
-		events.RolloutProgressed{Placement: "web-2-crp", Generation: 2, ResourceIndex: 0, Clusters: []events.ClusterRollout{
-			{Cluster: "member-1", Started: true}, {Cluster: "member-2", Started: true}}})
+	// A new generation: the scheduler's decision is a base.
+	pub("scheduled", events.TypePlacementScheduledV2, subject(events.SchedulingSubject("web-2-crp")), at.Add(time.Second),
+		decision("web-2-crp", 2, 2, events.ClusterDecision{Cluster: "member-1", Action: events.ActionKept},
+			events.ClusterDecision{Cluster: "member-2", Action: events.ActionKept}))
+	// The rollout's progress changed only in its generation: no cluster changed.
+	pub("rollout", events.TypeRolloutProgressedV2, subject(events.RolloutSubject("web-2-crp")), at.Add(2*time.Second),
+		events.RolloutProgressedV2{Placement: "web-2-crp", Revision: 2, Pieces: 1, Generation: 2, ClusterCount: 2, Clusters: []events.ClusterProgress{}})
 
 	ns := api.ResourceIdentifier{Version: "v1", Kind: "Namespace", Name: "web-2"}
 	first := at.Add(-10 * time.Second)
@@ -156,7 +157,7 @@ func TestEveryEventIsAudited(t *testing.T) {
 	}
 	f.publish("flotilla.hub.core.ConfigMap.x.y", text)
 
-	invalid := f.event(events.TypeRolloutProgressed, "ok-1", t0, events.RolloutProgressed{Placement: "web"})
+	invalid := f.event(events.TypeRolloutProgressedV2, "ok-1", t0, progress("web", 1, 1, 0))
 	if err := invalid.SetData("application/json", map[string]any{"placement": ""}); err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +181,7 @@ func TestEveryEventIsAudited(t *testing.T) {
 	}
 	want := []string{
 		"future-1 io.flotilla.placement.archived.v9 null=false",
-		"ok-1 io.flotilla.rollout.progressed.v1 null=false",
+		"ok-1 io.flotilla.rollout.progressed.v2 null=false",
 		"text-1 io.flotilla.hubresource.upserted.v1 null=true",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
@@ -222,8 +223,7 @@ func TestDeletedPlacement(t *testing.T) {
 	}
 	poll.Until(f.t, time.Minute, "watchers see the deletion", func() error {
 		changes := f.statusChanges()
-		if n := len(changes); n > 0 && changes[n-1].Placement.DeletionTimestamp != nil &&
-			changes[n-1].Placement.DeletionTimestamp.Time.Equal(t0.Add(time.Minute)) {
+		if n := len(changes); n > 0 && changes[n-1].Deleted && changes[n-1].ClusterCount == 2 && len(changes[n-1].Clusters) == 0 {
 			return nil
 		}
 		return fmt.Errorf("%d status events, none with the deletion", len(changes))

@@ -31,13 +31,13 @@ var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 type fixture struct {
 	*servicetest.Env
 	t       testing.TB
-	changes *servicetest.Collected[events.PlacementStatusChanged]
+	changes *servicetest.Collected[events.PlacementStatusChangedV2]
 }
 
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	env := servicetest.New(t)
-	return &fixture{Env: env, t: t, changes: servicetest.Collect[events.PlacementStatusChanged](env, bus.SubjectsStatus)}
+	return &fixture{Env: env, t: t, changes: servicetest.Collect[events.PlacementStatusChangedV2](env, bus.SubjectsStatus)}
 }
 
 // startStatus runs the status service until the test ends; its clock for
@@ -52,7 +52,7 @@ func (f *fixture) startStatus(now time.Time) {
 	})
 }
 
-func (f *fixture) statusChanges() []events.PlacementStatusChanged {
+func (f *fixture) statusChanges() []events.PlacementStatusChangedV2 {
 	return f.changes.All()
 }
 
@@ -162,4 +162,24 @@ func mustMarshal(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// decision is revision rev of a placement's decisions as one piece listing
+// every cluster (a base), fulfilled.
+func decision(placement string, rev, generation int64, clusters ...events.ClusterDecision) events.PlacementScheduledV2 {
+	d := events.PlacementScheduledV2{Placement: placement, Revision: rev, Base: true, Pieces: 1, Generation: generation,
+		PlacementType: api.PickAllPlacementType, Fulfilled: true, Clusters: clusters}
+	for _, c := range clusters {
+		if c.Action == events.ActionAdded || c.Action == events.ActionKept {
+			d.ChosenCount++
+		}
+	}
+	return d
+}
+
+// progress is revision rev of a placement's rollout progress as one piece
+// listing every cluster (a base).
+func progress(placement string, rev, generation, index int64, clusters ...events.ClusterProgress) events.RolloutProgressedV2 {
+	return events.RolloutProgressedV2{Placement: placement, Revision: rev, Base: true, Pieces: 1, Generation: generation,
+		ResourceIndex: index, ClusterCount: len(clusters), Clusters: clusters}
 }

@@ -6,14 +6,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	"github.com/jackc/pgx/v5"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/events/bus"
+	"github.com/flotilla-dev/flotilla/events/revision"
 	"github.com/flotilla-dev/flotilla/platform/outbox"
 	"github.com/flotilla-dev/flotilla/services/status/fold"
 )
@@ -26,15 +30,42 @@ type stored struct {
 
 // foldPlacement applies one event to a placement's inputs and, when the
 // placement's status changes, stores it with its transitions and enqueues
-// PlacementStatusChanged. The placement's row stays locked until commit, so
-// replicas fold one placement's events one at a time.
+// PlacementStatusChangedV2. The placement's row stays locked until commit, so
+// replicas fold one placement's events one at a time. A piece of a decision
+// or of rollout progress is folded once its revision is whole and next in
+// line; until then it waits in status_pieces.
 func (s *server) foldPlacement(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, name string, payload any, at time.Time) error {
+	apply := func(in *fold.Inputs) (bool, error) { return in.Apply(payload, at) }
+	switch p := payload.(type) {
+	case *events.PlacementScheduledV2:
+		revs, err := receive(ctx, s, tx, name, kindDecision, *p)
+		if err != nil || len(revs) == 0 {
+			return err
+		}
+		apply = func(in *fold.Inputs) (bool, error) {
+			for _, pieces := range revs {
+				s.warnMismatch(name, in.ApplyDecision(pieces))
+			}
+			return true, nil
+		}
+	case *events.RolloutProgressedV2:
+		revs, err := receive(ctx, s, tx, name, kindProgress, *p)
+		if err != nil || len(revs) == 0 {
+			return err
+		}
+		apply = func(in *fold.Inputs) (bool, error) {
+			for _, pieces := range revs {
+				s.warnMismatch(name, in.ApplyRollout(pieces))
+			}
+			return true, nil
+		}
+	}
 	st, err := loadPlacement(ctx, tx, name)
 	if err != nil {
 		return err
 	}
 	before := st.in.Placement
-	changed, err := st.in.Apply(payload, at)
+	changed, err := apply(&st.in)
 	if errors.Is(err, fold.ErrImmutable) {
 		// The scheduler dead-letters it; the audit log has it.
 		s.log.Warn("placement update refused", "id", ev.ID(), "err", err)
@@ -54,7 +85,7 @@ func (s *server) foldPlacement(ctx context.Context, tx pgx.Tx, ev cloudevents.Ev
 	}
 	if _, deleted := payload.(*events.PlacementDeleted); deleted {
 		// The last status stays for history; watchers see the deletion.
-		return s.emit(ctx, tx, ev, name, st.in.Placement, st.status)
+		return s.emit(ctx, tx, ev, name, st.in.Placement, st.status, st.status, true)
 	}
 	if st.in.Deleted {
 		return nil
@@ -92,24 +123,138 @@ func (s *server) foldPlacement(ctx context.Context, tx pgx.Tx, ev cloudevents.Ev
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 		return fmt.Errorf("store status of %s: %w", name, err)
 	}
-	return s.emit(ctx, tx, ev, name, st.in.Placement, next)
+	return s.emit(ctx, tx, ev, name, st.in.Placement, st.status, next, false)
 }
 
-// emit enqueues PlacementStatusChanged with the placement and its status. Its
-// id derives from the consumed event's, so a retried handler emits the same event.
-func (s *server) emit(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, name string, crp *api.ClusterResourcePlacement, st api.PlacementStatus) error {
-	out := *crp
-	out.Status = st
+// Kinds of revisions in pieces the status is folded from (status_pieces.kind).
+const (
+	kindDecision = "decision"
+	kindProgress = "progress"
+)
+
+// receive takes in one piece of a placement's decisions or progress and
+// returns the whole revisions to fold now (see revision.Receive). It locks
+// the placement's row, creating it for the first event about the placement.
+func receive[P revision.Piece](ctx context.Context, s *server, tx pgx.Tx, name, kind string, p P) ([][]P, error) {
+	if _, err := tx.Exec(ctx, `insert into status_placements (name) values ($1) on conflict do nothing`, name); err != nil {
+		return nil, fmt.Errorf("create status row of %s: %w", name, err)
+	}
+	column := "decision"
+	if kind == kindProgress {
+		column = "rollout"
+	}
+	var applied int64
+	if err := tx.QueryRow(ctx, `select coalesce((`+column+`->>'revision')::bigint, 0) from status_placements where name = $1 for update`,
+		name).Scan(&applied); err != nil {
+		return nil, fmt.Errorf("lock status row of %s: %w", name, err)
+	}
+	revs, err := revision.Receive(ctx, pieceStore{tx: tx, placement: name, kind: kind}, applied, p)
+	if errors.Is(err, revision.ErrGap) {
+		s.log.Warn("a revision waits for a lost piece", "placement", name, "kind", kind, "applied", applied, "err", err)
+		return nil, nil
+	}
+	return revs, err
+}
+
+// warnMismatch logs an assembled state that does not match its producer's.
+func (s *server) warnMismatch(name string, err error) {
+	if err != nil {
+		s.log.Warn("the state assembled does not match its producer's", "placement", name, "err", err)
+	}
+}
+
+// emit enqueues the placement's next status change (PlacementStatusChangedV2,
+// in pieces): the placement-wide conditions of next and the clusters whose
+// entry changed since prev. Piece ids derive from the consumed event's, so a
+// retried handler emits the same events.
+func (s *server) emit(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, name string, crp *api.ClusterResourcePlacement, prev, next api.PlacementStatus, deleted bool) error {
+	var rev int64
+	if err := tx.QueryRow(ctx, `update status_placements set status_revision = status_revision + 1 where name = $1 returning status_revision`,
+		name).Scan(&rev); err != nil {
+		return fmt.Errorf("count the status changes of %s: %w", name, err)
+	}
+	pieces, err := statusPieces(name, rev, crp.Generation, prev, next, deleted)
+	if err != nil {
+		return bus.Permanent(fmt.Errorf("status event for %s: %w", name, err))
+	}
 	subject, err := events.StatusSubject(name)
 	if err != nil {
 		return bus.Permanent(err)
 	}
-	e, err := events.New(events.TypePlacementStatusChanged, s.source, name, events.ID("status", name, ev.ID()),
-		events.PlacementStatusChanged{Placement: out})
-	if err != nil {
-		return fmt.Errorf("status event for %s: %w", name, err)
+	for _, p := range pieces {
+		id := events.ID("status", name, ev.ID())
+		if p.Piece > 0 {
+			id = events.ID("status", name, ev.ID(), fmt.Sprint(p.Piece))
+		}
+		e, err := events.New(events.TypePlacementStatusChangedV2, s.source, name, id, p)
+		if err != nil {
+			return fmt.Errorf("status event for %s: %w", name, err)
+		}
+		if err := outbox.Enqueue(ctx, tx, subject, e); err != nil {
+			return err
+		}
 	}
-	return outbox.Enqueue(ctx, tx, subject, e)
+	return nil
+}
+
+// statusPieces cuts a status change into pieces: the placement-wide
+// conditions and counts of next in each, and the clusters whose entry in
+// placementStatuses is new or differs from prev, or is gone (none for a
+// deletion: the status stays as it was).
+func statusPieces(name string, rev, generation int64, prev, next api.PlacementStatus, deleted bool) ([]events.PlacementStatusChangedV2, error) {
+	h := events.PlacementStatusChangedV2{
+		Placement: name, Revision: rev, Generation: generation, Deleted: deleted,
+		ObservedResourceIndex: next.ObservedResourceIndex, SelectedResourceCount: len(next.SelectedResources),
+		Conditions: boundedConditions(next.Conditions), ClusterCount: len(next.PlacementStatuses),
+	}
+	var changes []events.ClusterStatus
+	if !deleted {
+		before := make(map[string]*api.ResourcePlacementStatus, len(prev.PlacementStatuses))
+		for i := range prev.PlacementStatuses {
+			before[prev.PlacementStatuses[i].ClusterName] = &prev.PlacementStatuses[i]
+		}
+		for i := range next.PlacementStatuses {
+			n := &next.PlacementStatuses[i]
+			if p, ok := before[n.ClusterName]; !ok || !sameJSON(p, n) {
+				changes = append(changes, events.ClusterStatus{Cluster: n.ClusterName, ObservedResourceIndex: n.ObservedResourceIndex,
+					Conditions: boundedConditions(n.Conditions), FailedPlacements: len(n.FailedPlacements),
+					DriftedPlacements: len(n.DriftedPlacements), DiffedPlacements: len(n.DiffedPlacements)})
+			}
+			delete(before, n.ClusterName)
+		}
+		for cluster := range before {
+			changes = append(changes, events.ClusterStatus{Cluster: cluster, Removed: true})
+		}
+		slices.SortFunc(changes, func(a, b events.ClusterStatus) int { return strings.Compare(a.Cluster, b.Cluster) })
+	}
+	env, err := revision.EnvelopeBytes(h)
+	if err != nil {
+		return nil, err
+	}
+	cut, err := revision.Split(changes, env)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]events.PlacementStatusChangedV2, len(cut))
+	for i, cs := range cut {
+		out[i] = h
+		out[i].Piece, out[i].Pieces, out[i].Clusters = i, len(cut), cs
+		if cs == nil {
+			out[i].Clusters = []events.ClusterStatus{}
+		}
+	}
+	return out, nil
+}
+
+// boundedConditions is conds within the bounds of a status change: at most
+// events.MaxConditions, messages cut at events.MaxMessageBytes.
+func boundedConditions(conds []metav1.Condition) []metav1.Condition {
+	out := make([]metav1.Condition, 0, len(conds))
+	for _, c := range conds[:min(len(conds), events.MaxConditions)] {
+		c.Message = events.Truncate(c.Message, events.MaxMessageBytes)
+		out = append(out, c)
+	}
+	return out
 }
 
 // loadPlacement reads and locks a placement's inputs and current status,

@@ -62,7 +62,7 @@ func TestTwoReplicas(t *testing.T) {
 	}
 	var audited, takeovers int
 	if err := f.Pool.QueryRow(t.Context(), `select (select count(*) from audit_log where type <> $1), (select count(*) from takeover_decisions)`,
-		events.TypePlacementStatusChanged).Scan(&audited, &takeovers); err != nil {
+		events.TypePlacementStatusChangedV2).Scan(&audited, &takeovers); err != nil {
 		t.Fatal(err)
 	}
 	if audited != len(ids) || takeovers != 1 {
@@ -91,18 +91,18 @@ func BenchmarkFoldReports(b *testing.B) {
 	f := newFixture(b)
 	f.startStatus(t0)
 	clusters := make([]events.ClusterDecision, 10)
-	rollout := make([]events.ClusterRollout, 10)
+	rollout := make([]events.ClusterProgress, 10)
 	for i := range clusters {
-		clusters[i] = events.ClusterDecision{Cluster: fmt.Sprintf("member-%d", i)}
-		rollout[i] = events.ClusterRollout{Cluster: clusters[i].Cluster, Started: true}
+		clusters[i] = events.ClusterDecision{Cluster: fmt.Sprintf("member-%d", i), Action: events.ActionAdded}
+		rollout[i] = events.ClusterProgress{Cluster: clusters[i].Cluster, Started: true}
 	}
 	setup := []struct {
 		typ, subj string
 		payload   any
 	}{
 		{events.TypePlacementUpserted, subject(events.PlacementSubject("web-2-crp")), events.PlacementUpserted{Placement: webPlacement(api.WhenToTakeOverTypeAlways)}},
-		{events.TypePlacementScheduled, subject(events.SchedulingSubject("web-2-crp")), events.PlacementScheduled{Placement: "web-2-crp", Generation: 1, Fulfilled: true, Chosen: clusters}},
-		{events.TypeRolloutProgressed, subject(events.RolloutSubject("web-2-crp")), events.RolloutProgressed{Placement: "web-2-crp", Generation: 1, Clusters: rollout}},
+		{events.TypePlacementScheduledV2, subject(events.SchedulingSubject("web-2-crp")), decision("web-2-crp", 1, 1, clusters...)},
+		{events.TypeRolloutProgressedV2, subject(events.RolloutSubject("web-2-crp")), progress("web-2-crp", 1, 1, 0, rollout...)},
 	}
 	for _, s := range setup {
 		f.publish(s.subj, f.event(s.typ, "", t0, s.payload))
@@ -151,7 +151,7 @@ func waitAudited(b *testing.B, f *fixture, n int) {
 	b.Helper()
 	poll.Until(f.t, time.Minute, fmt.Sprintf("%d events audited", n), func() error {
 		var got int
-		if err := f.Pool.QueryRow(context.Background(), `select count(*) from audit_log where type <> $1`, events.TypePlacementStatusChanged).Scan(&got); err != nil {
+		if err := f.Pool.QueryRow(context.Background(), `select count(*) from audit_log where type <> $1`, events.TypePlacementStatusChangedV2).Scan(&got); err != nil {
 			return err
 		}
 		if got < n {

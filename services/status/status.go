@@ -4,8 +4,9 @@
 // Fleet-shaped placement status (package fold), keeps member clusters' status
 // from their joins and heartbeats, stores takeover decisions, drift reports,
 // apply results and every condition transition in PostgreSQL, and publishes
-// PlacementStatusChanged when a placement's status changes. It answers
-// fleetctl's queries over NATS request-reply (see events/query.go).
+// PlacementStatusChangedV2 (the clusters whose status changed, in pieces)
+// when a placement's status changes. It answers fleetctl's queries over NATS
+// request-reply (see events/query.go).
 package status
 
 import (
@@ -113,11 +114,11 @@ func (s *server) fold(ctx context.Context, tx pgx.Tx, d bus.Delivery) error {
 		return s.foldPlacement(ctx, tx, ev, p.Placement.Name, p, at)
 	case *events.PlacementDeleted:
 		return s.foldPlacement(ctx, tx, ev, p.Name, p, at)
-	case *events.PlacementScheduled:
+	case *events.PlacementScheduledV2:
 		return s.foldPlacement(ctx, tx, ev, p.Placement, p, at)
 	case *events.SnapshotCreated:
 		return s.foldPlacement(ctx, tx, ev, p.Placement, p, at)
-	case *events.RolloutProgressed:
+	case *events.RolloutProgressedV2:
 		return s.foldPlacement(ctx, tx, ev, p.Placement, p, at)
 	case *events.WorkReported:
 		if err := s.recordReport(ctx, tx, ev, p); err != nil {
@@ -128,11 +129,13 @@ func (s *server) fold(ctx context.Context, tx pgx.Tx, d bus.Delivery) error {
 	return nil
 }
 
-// folded lists the event types the status is folded from.
+// folded lists the event types the status is folded from. The v1 decision
+// and progress events (from before they travelled in pieces) are only
+// recorded.
 var folded = map[string]bool{
 	events.TypeMemberJoined: true, events.TypeMemberUpdated: true, events.TypeMemberLeft: true, events.TypeMemberHeartbeat: true,
-	events.TypePlacementUpserted: true, events.TypePlacementDeleted: true, events.TypePlacementScheduled: true,
-	events.TypeSnapshotCreated: true, events.TypeRolloutProgressed: true, events.TypeWorkReported: true,
+	events.TypePlacementUpserted: true, events.TypePlacementDeleted: true, events.TypePlacementScheduledV2: true,
+	events.TypeSnapshotCreated: true, events.TypeRolloutProgressedV2: true, events.TypeWorkReported: true,
 }
 
 // decode returns the payload of an event the status is folded from, or nil

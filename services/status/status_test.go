@@ -45,18 +45,15 @@ func story(f *fixture) map[string]string {
 
 	pub("placement", events.TypePlacementUpserted, subject(events.PlacementSubject("web-2-crp")), t0.Add(10*time.Second),
 		events.PlacementUpserted{Placement: webPlacement(api.WhenToTakeOverTypeNever)})
-	pub("scheduled", events.TypePlacementScheduled, subject(events.SchedulingSubject("web-2-crp")), t0.Add(11*time.Second),
-		events.PlacementScheduled{Placement: "web-2-crp", Generation: 1, PlacementType: api.PickAllPlacementType, Fulfilled: true,
-			Chosen: []events.ClusterDecision{
-				{Cluster: "member-1", Action: events.ActionAdded, Reason: "picked by scheduling policy"},
-				{Cluster: "member-2", Action: events.ActionAdded, Reason: "picked by scheduling policy"},
-			}})
+	pub("scheduled", events.TypePlacementScheduledV2, subject(events.SchedulingSubject("web-2-crp")), t0.Add(11*time.Second),
+		decision("web-2-crp", 1, 1,
+			events.ClusterDecision{Cluster: "member-1", Action: events.ActionAdded},
+			events.ClusterDecision{Cluster: "member-2", Action: events.ActionAdded}))
 	ns := api.ResourceIdentifier{Version: "v1", Kind: "Namespace", Name: "web-2"}
 	pub("snapshot", events.TypeSnapshotCreated, subject(events.RolloutSubject("web-2-crp")), t0.Add(12*time.Second),
 		events.SnapshotCreated{Placement: "web-2-crp", Index: 0, Hash: "sha256:3b1f", SelectedResources: []api.ResourceIdentifier{ns}})
-	pub("rollout", events.TypeRolloutProgressed, subject(events.RolloutSubject("web-2-crp")), t0.Add(13*time.Second),
-		events.RolloutProgressed{Placement: "web-2-crp", Generation: 1, ResourceIndex: 0, Clusters: []events.ClusterRollout{
-			{Cluster: "member-1", Started: true}, {Cluster: "member-2", Started: true}}})
+	pub("rollout", events.TypeRolloutProgressedV2, subject(events.RolloutSubject("web-2-crp")), t0.Add(13*time.Second),
+		progress("web-2-crp", 1, 1, 0, events.ClusterProgress{Cluster: "member-1", Started: true}, events.ClusterProgress{Cluster: "member-2", Started: true}))
 
 	applied := t0.Add(20 * time.Second)
 	pub("report-member-1", events.TypeWorkReported, subject(events.WorkStatusSubject("member-1", "web-2-crp")), applied,
@@ -206,7 +203,7 @@ func TestStatusFoldsTheStory(t *testing.T) {
 	t.Run("audit log", func(t *testing.T) {
 		var total, reports int
 		if err := f.Pool.QueryRow(t.Context(), `select count(*), count(*) filter (where event_id = $1) from audit_log where type <> $2`,
-			ids["report-member-2"], events.TypePlacementStatusChanged).Scan(&total, &reports); err != nil {
+			ids["report-member-2"], events.TypePlacementStatusChangedV2).Scan(&total, &reports); err != nil {
 			t.Fatal(err)
 		}
 		// Every story event and the marker, once.
@@ -217,7 +214,7 @@ func TestStatusFoldsTheStory(t *testing.T) {
 		poll.Until(t, time.Minute, "status events audited", func() error {
 			var audited, enqueued int
 			err := f.Pool.QueryRow(t.Context(), `select (select count(*) from audit_log where type = $1), (select count(*) from outbox where type = $1)`,
-				events.TypePlacementStatusChanged).Scan(&audited, &enqueued)
+				events.TypePlacementStatusChangedV2).Scan(&audited, &enqueued)
 			if err == nil && audited != enqueued {
 				err = fmt.Errorf("%d of %d status events audited", audited, enqueued)
 			}
@@ -247,16 +244,27 @@ func TestStatusFoldsTheStory(t *testing.T) {
 			if len(changes) == 0 {
 				return errors.New("no status event yet")
 			}
-			last := changes[len(changes)-1].Placement
-			c := meta.FindStatusCondition(last.Status.Conditions, string(api.ClusterResourcePlacementAppliedConditionType))
-			if c == nil || c.Status != metav1.ConditionFalse || last.Generation != 1 || last.Spec.Strategy.ApplyStrategy.WhenToTakeOver != api.WhenToTakeOverTypeNever {
-				return fmt.Errorf("last status event: %+v", last.Status.Conditions)
+			last := changes[len(changes)-1]
+			c := meta.FindStatusCondition(last.Conditions, string(api.ClusterResourcePlacementAppliedConditionType))
+			if c == nil || c.Status != metav1.ConditionFalse || last.Generation != 1 || last.ClusterCount != 2 || last.SelectedResourceCount != 1 {
+				return fmt.Errorf("last status event: %s", mustMarshal(t, last))
+			}
+			// It tells what changed: member-2 failed to apply one object.
+			if len(last.Clusters) != 1 || last.Clusters[0].Cluster != "member-2" || last.Clusters[0].FailedPlacements != 1 ||
+				meta.FindStatusCondition(last.Clusters[0].Conditions, "Applied").Status != metav1.ConditionFalse {
+				return fmt.Errorf("last status event's clusters: %s", mustMarshal(t, last.Clusters))
 			}
 			return nil
 		})
+		// Revisions count the changes, one piece each here.
+		for i, c := range f.statusChanges() {
+			if c.Revision != int64(i+1) || c.Pieces != 1 {
+				t.Errorf("status change %d is revision %d piece %d of %d", i, c.Revision, c.Piece, c.Pieces)
+			}
+		}
 		var outbox, distinct int
 		if err := f.Pool.QueryRow(t.Context(), `select count(*), count(distinct event_id) from outbox where type = $1`,
-			events.TypePlacementStatusChanged).Scan(&outbox, &distinct); err != nil {
+			events.TypePlacementStatusChangedV2).Scan(&outbox, &distinct); err != nil {
 			t.Fatal(err)
 		}
 		// One per status change: the placement, the decision, the snapshot

@@ -35,6 +35,8 @@ func placement(mode api.WhenToTakeOverType) api.ClusterResourcePlacement {
 type world struct {
 	t  *testing.T
 	in fold.Inputs
+	// decisions and rollouts count the revisions applied.
+	decisions, rollouts int64
 }
 
 func newWorld(t *testing.T, crp api.ClusterResourcePlacement) *world {
@@ -50,11 +52,22 @@ func (w *world) gen() int64 { return w.in.Generation() }
 
 // schedule decides the placement onto clusters (fulfilled).
 func (w *world) schedule(clusters ...string) *world {
-	d := &events.PlacementScheduled{Placement: "web-2-crp", Generation: w.gen(), PlacementType: api.PickAllPlacementType, Fulfilled: true}
+	d := events.PlacementScheduledV2{Placement: "web-2-crp", Generation: w.gen(), PlacementType: api.PickAllPlacementType, Fulfilled: true,
+		ChosenCount: len(clusters)}
 	for i, c := range clusters {
-		d.Chosen = append(d.Chosen, events.ClusterDecision{Cluster: c, Action: events.ActionAdded, AffinityScore: int32(i), TopologySpreadScore: 0, Reason: "picked by scheduling policy"})
+		d.Clusters = append(d.Clusters, events.ClusterDecision{Cluster: c, Action: events.ActionAdded, AffinityScore: int32(i), TopologySpreadScore: 0})
 	}
-	w.in.ApplyDecision(d)
+	return w.decide(d)
+}
+
+// decide applies d as the next decision revision, a base of one piece.
+func (w *world) decide(d events.PlacementScheduledV2) *world {
+	w.t.Helper()
+	w.decisions++
+	d.Revision, d.Base, d.Piece, d.Pieces = w.decisions, true, 0, 1
+	if err := w.in.ApplyDecision([]events.PlacementScheduledV2{d}); err != nil {
+		w.t.Fatal(err)
+	}
 	return w
 }
 
@@ -64,9 +77,24 @@ func (w *world) snapshot(index int64) *world {
 	return w
 }
 
-// rollout reports every given cluster started on the snapshot index.
+// rollout reports the progress of the given clusters on the snapshot index.
 func (w *world) rollout(index int64, clusters ...events.ClusterRollout) *world {
-	w.in.ApplyRollout(&events.RolloutProgressed{Placement: "web-2-crp", Generation: w.gen(), ResourceIndex: index, Clusters: clusters})
+	p := events.RolloutProgressedV2{Placement: "web-2-crp", Generation: w.gen(), ResourceIndex: index, ClusterCount: len(clusters)}
+	for _, c := range clusters {
+		p.Clusters = append(p.Clusters, events.ClusterProgress{Cluster: c.Cluster, Started: c.Started, ResourceIndex: c.ResourceIndex,
+			Reason: c.Reason, Message: c.Message, Stuck: c.Stuck})
+	}
+	return w.progress(p)
+}
+
+// progress applies p as the next progress revision, a base of one piece.
+func (w *world) progress(p events.RolloutProgressedV2) *world {
+	w.t.Helper()
+	w.rollouts++
+	p.Revision, p.Base, p.Piece, p.Pieces = w.rollouts, true, 0, 1
+	if err := w.in.ApplyRollout([]events.RolloutProgressedV2{p}); err != nil {
+		w.t.Fatal(err)
+	}
 	return w
 }
 

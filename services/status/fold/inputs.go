@@ -16,6 +16,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
+	"github.com/flotilla-dev/flotilla/events/revision"
 )
 
 // Fleet's API group versions and kinds, as the status service serves them.
@@ -45,9 +46,12 @@ type Inputs struct {
 	// longer count; other spec changes leave them standing.
 	WorkGeneration int64 `json:"workGeneration,omitempty"`
 
-	Decision *events.PlacementScheduled `json:"decision,omitempty"`
-	Snapshot *events.SnapshotCreated    `json:"snapshot,omitempty"`
-	Rollout  *events.RolloutProgressed  `json:"rollout,omitempty"`
+	// Decision and Rollout are assembled from the revisions in pieces of
+	// the scheduler's decisions and the rollout's progress (state stored
+	// from their v1 events reads as revision 0).
+	Decision *revision.Decision      `json:"decision,omitempty"`
+	Snapshot *events.SnapshotCreated `json:"snapshot,omitempty"`
+	Rollout  *revision.Progress      `json:"rollout,omitempty"`
 	// Reports holds the latest apply report of each cluster.
 	Reports map[string]*events.WorkReported `json:"-"`
 }
@@ -136,14 +140,19 @@ func (in *Inputs) Delete(now time.Time) bool {
 	return true
 }
 
-// ApplyDecision records a scheduling decision unless it answers an older
-// generation than the one held.
-func (in *Inputs) ApplyDecision(d *events.PlacementScheduled) bool {
-	if in.Decision != nil && d.Generation < in.Decision.Generation {
-		return false
+// ApplyDecision applies one whole revision of the scheduler's decisions, as
+// revision.Receive hands them over (in order, each once). An error wrapping
+// revision.ErrMismatch is reported after the revision was applied.
+func (in *Inputs) ApplyDecision(pieces []events.PlacementScheduledV2) error {
+	var d revision.Decision
+	if in.Decision != nil {
+		d = *in.Decision
 	}
-	in.Decision = d
-	return true
+	err := d.Apply(pieces)
+	if err == nil || errors.Is(err, revision.ErrMismatch) {
+		in.Decision = &d
+	}
+	return err
 }
 
 // ApplySnapshot records a resource snapshot unless a newer one is held.
@@ -155,16 +164,19 @@ func (in *Inputs) ApplySnapshot(s *events.SnapshotCreated) bool {
 	return true
 }
 
-// ApplyRollout records rollout progress unless it is older (by generation,
-// then resource index) than the progress held.
-func (in *Inputs) ApplyRollout(r *events.RolloutProgressed) bool {
-	if old := in.Rollout; old != nil {
-		if r.Generation < old.Generation || (r.Generation == old.Generation && r.ResourceIndex < old.ResourceIndex) {
-			return false
-		}
+// ApplyRollout applies one whole revision of the rollout's progress, as
+// revision.Receive hands them over (in order, each once). An error wrapping
+// revision.ErrMismatch is reported after the revision was applied.
+func (in *Inputs) ApplyRollout(pieces []events.RolloutProgressedV2) error {
+	var r revision.Progress
+	if in.Rollout != nil {
+		r = *in.Rollout
 	}
-	in.Rollout = r
-	return true
+	err := r.Apply(pieces)
+	if err == nil || errors.Is(err, revision.ErrMismatch) {
+		in.Rollout = &r
+	}
+	return err
 }
 
 // ApplyReport records a cluster's apply report unless the one held was
@@ -190,7 +202,8 @@ func (in *Inputs) ApplyReport(r *events.WorkReported) bool {
 
 // Apply records one event payload (a pointer, as events.Decode returns it) and
 // reports whether the inputs changed. Payloads that do not bear on a
-// placement's status are ignored.
+// placement's status are ignored, and so are the revisions in pieces of
+// decisions and progress: ApplyDecision and ApplyRollout take them whole.
 func (in *Inputs) Apply(payload any, now time.Time) (bool, error) {
 	switch p := payload.(type) {
 	case *events.PlacementUpserted:
@@ -203,12 +216,8 @@ func (in *Inputs) Apply(payload any, now time.Time) (bool, error) {
 		return changed || before == nil || !sameJSON(before.ObjectMeta, in.Placement.ObjectMeta), nil
 	case *events.PlacementDeleted:
 		return in.Delete(now), nil
-	case *events.PlacementScheduled:
-		return in.ApplyDecision(p), nil
 	case *events.SnapshotCreated:
 		return in.ApplySnapshot(p), nil
-	case *events.RolloutProgressed:
-		return in.ApplyRollout(p), nil
 	case *events.WorkReported:
 		return in.ApplyReport(p), nil
 	}
@@ -231,7 +240,7 @@ func (in *Inputs) latestIndex() (int64, bool) {
 
 // currentRollout returns the rollout progress if it answers the placement's
 // current strategy and newest snapshot, else nil.
-func (in *Inputs) currentRollout() *events.RolloutProgressed {
+func (in *Inputs) currentRollout() *revision.Progress {
 	r := in.Rollout
 	if r == nil || r.Generation < in.WorkGeneration {
 		return nil

@@ -9,6 +9,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
+	"github.com/flotilla-dev/flotilla/events/revision"
 	"github.com/flotilla-dev/flotilla/services/status/fold"
 )
 
@@ -102,24 +103,9 @@ func TestPlacementTypeIsImmutable(t *testing.T) {
 // Events redelivered out of order do not undo newer ones.
 func TestOlderEventsAreIgnored(t *testing.T) {
 	var in fold.Inputs
-	if !in.ApplyDecision(&events.PlacementScheduled{Placement: "p", Generation: 2}) {
-		t.Error("first decision ignored")
-	}
-	if in.ApplyDecision(&events.PlacementScheduled{Placement: "p", Generation: 1}) {
-		t.Error("a decision for an older generation replaced a newer one")
-	}
-	if !in.ApplyDecision(&events.PlacementScheduled{Placement: "p", Generation: 2, Fulfilled: true}) {
-		t.Error("a new decision for the same generation (a member joined) was ignored")
-	}
-
 	in.ApplySnapshot(&events.SnapshotCreated{Index: 3})
 	if in.ApplySnapshot(&events.SnapshotCreated{Index: 2}) || in.Snapshot.Index != 3 {
 		t.Error("an older snapshot replaced a newer one")
-	}
-
-	in.ApplyRollout(&events.RolloutProgressed{Generation: 2, ResourceIndex: 3})
-	if in.ApplyRollout(&events.RolloutProgressed{Generation: 2, ResourceIndex: 2}) || in.ApplyRollout(&events.RolloutProgressed{Generation: 1, ResourceIndex: 4}) {
-		t.Error("older rollout progress replaced newer progress")
 	}
 
 	in.ApplyReport(&events.WorkReported{Cluster: "m1", ObservedAt: t0.Add(time.Minute)})
@@ -139,9 +125,7 @@ func TestApplyDispatchesPayloads(t *testing.T) {
 	crp := placement(api.WhenToTakeOverTypeNever)
 	for _, p := range []any{
 		&events.PlacementUpserted{Placement: crp},
-		&events.PlacementScheduled{Placement: "web-2-crp", Generation: 1},
 		&events.SnapshotCreated{Placement: "web-2-crp", Index: 1, Hash: "h"},
-		&events.RolloutProgressed{Placement: "web-2-crp", Generation: 1, ResourceIndex: 1},
 		&events.WorkReported{Cluster: "m1", Placement: "web-2-crp", ObservedAt: t0},
 		&events.PlacementDeleted{Name: "web-2-crp"},
 	} {
@@ -158,5 +142,31 @@ func TestApplyDispatchesPayloads(t *testing.T) {
 	}
 	if changed, _ := in.Apply(&events.PlacementUpserted{Placement: crp}, t0); changed {
 		t.Error("the same placement again counts as a change")
+	}
+}
+
+// Decisions and progress are applied a whole revision at a time: half a
+// revision changes nothing, a revision that does not add up is applied and
+// reported, and Apply leaves their pieces to ApplyDecision and ApplyRollout.
+func TestRevisionsApplyWhole(t *testing.T) {
+	var in fold.Inputs
+	half := events.PlacementScheduledV2{Placement: "p", Revision: 1, Base: true, Pieces: 2, ChosenCount: 1,
+		Clusters: []events.ClusterDecision{{Cluster: "m1", Action: events.ActionAdded}}}
+	if err := in.ApplyDecision([]events.PlacementScheduledV2{half}); err == nil || in.Decision != nil {
+		t.Errorf("half a revision: %v, decision %+v", err, in.Decision)
+	}
+	wrong := half
+	wrong.Pieces, wrong.ChosenCount = 1, 2
+	if err := in.ApplyDecision([]events.PlacementScheduledV2{wrong}); !errors.Is(err, revision.ErrMismatch) || in.Decision == nil || len(in.Decision.Chosen) != 1 {
+		t.Errorf("a revision that does not add up: %v, decision %+v", err, in.Decision)
+	}
+	progress := events.RolloutProgressedV2{Placement: "p", Revision: 1, Base: true, Pieces: 1, ResourceIndex: 2}
+	if err := in.ApplyRollout([]events.RolloutProgressedV2{progress}); err != nil || in.Rollout.ResourceIndex != 2 {
+		t.Errorf("progress: %v, %+v", err, in.Rollout)
+	}
+	for _, p := range []any{&half, &progress} {
+		if changed, err := in.Apply(p, t0); changed || err != nil {
+			t.Errorf("Apply(%T) = %v, %v; want it left to the revision's whole", p, changed, err)
+		}
 	}
 }

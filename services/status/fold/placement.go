@@ -8,6 +8,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
+	"github.com/flotilla-dev/flotilla/events/revision"
 )
 
 // InvalidSelectorsMessage is the Scheduled=False message when the rollout
@@ -229,14 +230,6 @@ func (in *Inputs) invalidSelectors() (string, bool) {
 }
 
 // rolloutEntry is the rollout's entry for a cluster, nil if it has none.
-func rolloutEntry(r *events.RolloutProgressed, cluster string) *events.ClusterRollout {
-	if r == nil {
-		return nil
-	}
-	for i := range r.Clusters {
-		if r.Clusters[i].Cluster == cluster {
-			return &r.Clusters[i]
-		}
-	}
-	return nil
+func rolloutEntry(r *revision.Progress, cluster string) *events.ClusterRollout {
+	return r.Cluster(cluster)
 }

@@ -69,7 +69,7 @@ func TestPlacementConditions(t *testing.T) {
 			name: "invalid resource selectors with no cluster scheduled",
 			build: func(w *world) {
 				w.schedule()
-				w.in.ApplyRollout(&events.RolloutProgressed{Placement: "web-2-crp", Generation: w.gen(),
+				w.progress(events.RolloutProgressedV2{Placement: "web-2-crp", Generation: w.gen(),
 					Reason: api.InvalidResourceSelectorsReason, Message: "spec.resourceSelectors[0]: kind Pod is namespaced; select its Namespace"})
 			},
 			want:        []string{"ClusterResourcePlacementScheduled=False/InvalidResourceSelectors"},
@@ -316,13 +316,11 @@ func TestScheduledPerCluster(t *testing.T) {
 	crp := placement(api.WhenToTakeOverTypeAlways)
 	crp.Spec.Policy = &api.PlacementPolicy{PlacementType: api.PickNPlacementType, NumberOfClusters: new(int32(3))}
 	w := newWorld(t, crp)
-	w.in.ApplyDecision(&events.PlacementScheduled{
-		Placement: "web-2-crp", Generation: 1, PlacementType: api.PickNPlacementType, Wanted: 3,
-		Chosen: []events.ClusterDecision{
+	w.decide(events.PlacementScheduledV2{
+		Placement: "web-2-crp", Generation: 1, PlacementType: api.PickNPlacementType, Wanted: 3, ChosenCount: 2,
+		Clusters: []events.ClusterDecision{
 			{Cluster: "member-1", Action: events.ActionAdded, AffinityScore: 20, TopologySpreadScore: 0},
 			{Cluster: "member-3", Action: events.ActionAdded, AffinityScore: 5, TopologySpreadScore: 1},
-		},
-		NotChosen: []events.ClusterDecision{
 			{Cluster: "member-4", Reason: "the cluster does not match required affinity"},
 			{Cluster: "member-5", Reason: "the cluster is tainted"},
 		},
