@@ -30,7 +30,9 @@ func TestDecisionsAndProgressInPieces(t *testing.T) {
 	rolling := subject(events.RolloutSubject("web-2-crp"))
 	pub("placement", events.TypePlacementUpserted, placed, events.PlacementUpserted{Placement: webPlacement(api.WhenToTakeOverTypeAlways)})
 
-	add := func(c string) events.ClusterDecision { return events.ClusterDecision{Cluster: c, Action: events.ActionAdded} }
+	add := func(c string) events.ClusterDecision {
+		return events.ClusterDecision{Cluster: c, Action: events.ActionAdded}
+	}
 	first := decision("web-2-crp", 1, 1, add("member-1"), add("member-2"), add("member-3"))
 	second := first
 	first.Pieces, second.Pieces, second.Piece = 2, 2, 1
