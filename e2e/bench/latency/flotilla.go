@@ -154,8 +154,7 @@ func (b *bench) measure(ctx context.Context, name, dir string, keys []objectKey,
 		}
 		if evented.IsZero() {
 			evented, _ = first(b.tracer.since(t0), func(e traced) bool {
-				p, ok := e.payload.(*events.PlacementStatusChanged)
-				return ok && p.Placement.Name == name && done(&p.Placement)
+				return e.status != nil && e.status.Name == name && done(e.status)
 			})
 		}
 		if !queried.IsZero() && !evented.IsZero() {
@@ -210,7 +209,7 @@ func (b *bench) traceMilestones(ms milestones, t0 time.Time, name string, crp *a
 		// A hub change is not scheduled again (scheduling is sticky).
 	} else {
 		add(msScheduled, func(e traced) bool {
-			p, ok := e.payload.(*events.PlacementScheduled)
+			p, ok := e.payload.(*events.PlacementScheduledV2)
 			return ok && p.Placement == name
 		})
 	}
@@ -317,9 +316,10 @@ func (b *bench) printTrace(t0, end time.Time) {
 		case *events.WorkReported:
 			detail = fmt.Sprintf(" index %d applied %s available %s observed %+dms", p.ResourceIndex, p.Applied.Status,
 				p.Available.Status, p.ObservedAt.Sub(t0).Milliseconds())
-		case *events.PlacementStatusChanged:
-			detail = " " + summarize(&p.Placement)
-		case *events.RolloutProgressed:
+		case *events.PlacementStatusChangedV2:
+			detail = fmt.Sprintf(" revision %d: %s", p.Revision, summarize(e.status))
+		case *events.RolloutProgressedV2:
+			detail = fmt.Sprintf(" revision %d:", p.Revision)
 			for _, c := range p.Clusters {
 				detail += fmt.Sprintf(" %s:%v/%d", c.Cluster, c.Started, c.ResourceIndex)
 			}

@@ -6,6 +6,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
 )
 
@@ -70,5 +71,31 @@ func TestAppliedEverywhere(t *testing.T) {
 				t.Errorf("appliedEverywhere = %v, want %v (%s)", got, tc.want, summarize(tc.crp))
 			}
 		})
+	}
+}
+
+// The status events carry the clusters that changed: the view puts the
+// placement together, so the status event that ends a change is the one
+// after which every member shows Applied.
+func TestStatusViewFromChanges(t *testing.T) {
+	applied := func(gen int64, status metav1.ConditionStatus) []metav1.Condition {
+		return []metav1.Condition{{Type: string(api.PerClusterAppliedConditionType), Status: status, ObservedGeneration: gen}}
+	}
+	placement := []metav1.Condition{{Type: string(api.ClusterResourcePlacementAppliedConditionType), Status: metav1.ConditionTrue, ObservedGeneration: 1}}
+	v := &statusView{clusters: map[string]events.ClusterStatus{}}
+	first := v.apply(&events.PlacementStatusChangedV2{Placement: "p", Revision: 1, Generation: 1, ObservedResourceIndex: "0",
+		SelectedResourceCount: objectsPerNamespace, ClusterCount: 2, Conditions: placement, Clusters: []events.ClusterStatus{
+			{Cluster: "m1", ObservedResourceIndex: "0", Conditions: applied(1, metav1.ConditionTrue)},
+			{Cluster: "m2", ObservedResourceIndex: "0", Conditions: applied(1, metav1.ConditionFalse)},
+		}})
+	if appliedEverywhere(first, 2, -1) {
+		t.Error("applied everywhere while m2 is not")
+	}
+	second := v.apply(&events.PlacementStatusChangedV2{Placement: "p", Revision: 2, Generation: 1, ObservedResourceIndex: "0",
+		SelectedResourceCount: objectsPerNamespace, ClusterCount: 2, Conditions: placement, Clusters: []events.ClusterStatus{
+			{Cluster: "m2", ObservedResourceIndex: "0", Conditions: applied(1, metav1.ConditionTrue)},
+		}})
+	if !appliedEverywhere(second, 2, -1) || len(second.Status.PlacementStatuses) != 2 {
+		t.Errorf("not applied everywhere after m2 applied: %+v", second.Status)
 	}
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -9,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/flotilla-dev/flotilla/events"
+	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/events/bus"
 )
 
@@ -21,6 +24,8 @@ type tracer struct {
 	mu      sync.Mutex
 	events  []traced
 	changed chan struct{}
+	// statuses are the placements as their status events tell them.
+	statuses map[string]*statusView
 }
 
 // traced is one event as the benchmark saw it.
@@ -32,15 +37,18 @@ type traced struct {
 	// work names the cluster and snapshot of a work.desired event.
 	cluster string
 	index   int64
+	// status is the placement as the status events up to this one tell it.
+	status *api.ClusterResourcePlacement
 }
 
 func startTracer(nc *nats.Conn) (*tracer, error) {
-	t := &tracer{changed: make(chan struct{})}
+	t := &tracer{changed: make(chan struct{}), statuses: map[string]*statusView{}}
 	sub, err := nc.Subscribe("flotilla.>", t.handle)
 	if err != nil {
 		return nil, fmt.Errorf("trace the bus: %w", err)
 	}
-	// Status events carry whole placements; do not let a slow decode drop any.
+	// A missed status event would leave the placement as the events tell it wrong;
+	// do not let a slow decode drop any.
 	if err := sub.SetPendingLimits(-1, -1); err != nil {
 		return nil, fmt.Errorf("trace the bus: %w", err)
 	}
@@ -65,13 +73,23 @@ func (t *tracer) handle(msg *nats.Msg) {
 	switch p := payload.(type) {
 	case *events.WorkDesired:
 		rec.cluster, rec.index = p.Cluster, p.ResourceIndex
-	case *events.WorkReported, *events.PlacementStatusChanged, *events.SnapshotCreated,
-		*events.PlacementScheduled, *events.PlacementUpserted, *events.HubResourceUpserted, *events.RolloutProgressed:
+	case *events.WorkReported, *events.SnapshotCreated,
+		*events.PlacementScheduledV2, *events.PlacementUpserted, *events.HubResourceUpserted, *events.RolloutProgressedV2:
+		rec.payload = payload
+	case *events.PlacementStatusChangedV2:
 		rec.payload = payload
 	default:
 		return
 	}
 	t.mu.Lock()
+	if p, ok := payload.(*events.PlacementStatusChangedV2); ok {
+		v := t.statuses[p.Placement]
+		if v == nil {
+			v = &statusView{clusters: map[string]events.ClusterStatus{}}
+			t.statuses[p.Placement] = v
+		}
+		rec.status = v.apply(p)
+	}
 	t.events = append(t.events, rec)
 	close(t.changed)
 	t.changed = make(chan struct{})
@@ -139,4 +157,38 @@ func placementToken(subject string, prefix string) string {
 		return rest[i+1:]
 	}
 	return rest
+}
+
+// statusView puts a placement's status back together from its status events,
+// which carry the placement-wide conditions and the clusters that changed.
+// The bench's placements are new, so their first event lists every cluster.
+type statusView struct {
+	last     events.PlacementStatusChangedV2
+	clusters map[string]events.ClusterStatus
+}
+
+// apply takes in one status event and returns the placement as it stands:
+// its generation, conditions, observed index, a placementStatuses entry per
+// cluster (conditions and observed index) and as many selectedResources as
+// the event counts (their identities do not travel).
+func (v *statusView) apply(p *events.PlacementStatusChangedV2) *api.ClusterResourcePlacement {
+	v.last = *p
+	for _, c := range p.Clusters {
+		if c.Removed {
+			delete(v.clusters, c.Cluster)
+		} else {
+			v.clusters[c.Cluster] = c
+		}
+	}
+	crp := &api.ClusterResourcePlacement{}
+	crp.Name, crp.Generation = p.Placement, p.Generation
+	crp.Status.Conditions = p.Conditions
+	crp.Status.ObservedResourceIndex = p.ObservedResourceIndex
+	crp.Status.SelectedResources = make([]api.ResourceIdentifier, p.SelectedResourceCount)
+	for _, name := range slices.Sorted(maps.Keys(v.clusters)) {
+		c := v.clusters[name]
+		crp.Status.PlacementStatuses = append(crp.Status.PlacementStatuses, api.ResourcePlacementStatus{
+			ClusterName: name, ObservedResourceIndex: c.ObservedResourceIndex, Conditions: c.Conditions})
+	}
+	return crp
 }
