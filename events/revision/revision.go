@@ -59,6 +59,10 @@ func completeRevisions(applied int64, held []events.Part) map[int64]bool {
 		pieces int
 		base   bool
 		seen   map[int]bool
+		// mixed: pieces disagree on the revision's number of pieces or
+		// whether it is a base. Such a revision never completes: which of
+		// its pieces counted would depend on the order they are held in.
+		mixed bool
 	}
 	by := map[int64]*tally{}
 	for _, p := range held {
@@ -67,17 +71,17 @@ func completeRevisions(applied int64, held []events.Part) map[int64]bool {
 		}
 		t := by[p.Revision]
 		if t == nil {
-			t = &tally{pieces: p.Pieces, seen: map[int]bool{}}
+			t = &tally{pieces: p.Pieces, base: p.Base, seen: map[int]bool{}}
 			by[p.Revision] = t
 		}
-		t.base = t.base || p.Base
+		t.mixed = t.mixed || p.Pieces != t.pieces || p.Base != t.base
 		if p.Piece >= 0 && p.Piece < t.pieces {
 			t.seen[p.Piece] = true
 		}
 	}
 	out := map[int64]bool{}
 	for r, t := range by {
-		if len(t.seen) == t.pieces {
+		if len(t.seen) == t.pieces && !t.mixed {
 			out[r] = t.base
 		}
 	}
@@ -89,8 +93,8 @@ func completeRevisions(applied int64, held []events.Part) map[int64]bool {
 // replica that took longer).
 type Gap struct {
 	// Revision is the first revision after the applied one that is not
-	// complete; Missing lists its pieces not held (nil when none is held:
-	// their number is unknown).
+	// complete; Missing lists its pieces not held, the first maxMissing of
+	// them (nil when none is held: their number is unknown).
 	Revision int64
 	Missing  []int
 	// Complete is the newest complete revision held, and Behind how many
@@ -106,6 +110,9 @@ func (g Gap) String() string {
 	}
 	return fmt.Sprintf("%s while %d later revision(s) up to %d are complete", what, g.Behind, g.Complete)
 }
+
+// maxMissing bounds Gap.Missing: a piece may claim any number of pieces.
+const maxMissing = 16
 
 // LostAfter is how many complete revisions may wait behind an incomplete one
 // before Receive reports the gap: fewer are pieces arriving out of order.
@@ -134,7 +141,7 @@ func Waiting(applied int64, held []events.Part) (Gap, bool) {
 				seen[p.Piece], pieces = true, p.Pieces
 			}
 		}
-		for i := range pieces {
+		for i := 0; i < pieces && len(g.Missing) < maxMissing; i++ {
 			if !seen[i] {
 				g.Missing = append(g.Missing, i)
 			}
@@ -186,7 +193,10 @@ func Receive[P Piece](ctx context.Context, store Store, applied int64, p P) ([][
 	if err := store.Hold(ctx, part, raw); err != nil {
 		return nil, err
 	}
-	held = append(held, part)
+	// A store keeps the first copy of a piece; so does held.
+	if !slices.ContainsFunc(held, func(h events.Part) bool { return h.Revision == part.Revision && h.Piece == part.Piece }) {
+		held = append(held, part)
+	}
 	revs := Next(applied, held)
 	if len(revs) == 0 {
 		if g, ok := Waiting(applied, held); ok && g.Behind >= LostAfter {
@@ -236,7 +246,9 @@ func (a *Assembler[P]) Add(p P) [][]P {
 	if a.held[part.Revision] == nil {
 		a.held[part.Revision] = map[int]P{}
 	}
-	a.held[part.Revision][part.Piece] = p
+	if _, dup := a.held[part.Revision][part.Piece]; !dup {
+		a.held[part.Revision][part.Piece] = p // the first copy, as a Store keeps it
+	}
 	var parts []events.Part
 	for _, pieces := range a.held {
 		for _, q := range pieces {
