@@ -27,9 +27,9 @@ require (
 	github.com/emicklei/go-restful/v3 v3.13.0 // indirect
 	github.com/flotilla-dev/flotilla/migrations v0.0.0 // indirect
 	github.com/flotilla-dev/flotilla/platform v0.0.0 // indirect
-	github.com/flotilla-dev/flotilla/services/rollout v0.0.0 // indirect
-	github.com/flotilla-dev/flotilla/services/scheduler v0.0.0 // indirect
-	github.com/flotilla-dev/flotilla/services/status v0.0.0 // indirect
+	github.com/flotilla-dev/flotilla/services/rollout v0.0.0
+	github.com/flotilla-dev/flotilla/services/scheduler v0.0.0
+	github.com/flotilla-dev/flotilla/services/status v0.0.0
 	github.com/fxamacker/cbor/v2 v2.9.0 // indirect
 	github.com/go-logr/logr v1.4.3 // indirect
 	github.com/go-openapi/jsonpointer v0.21.0 // indirect
