@@ -254,3 +254,34 @@ func (f *fixture) historyReason(placement, cluster, action string) string {
 	}
 	return reason
 }
+
+// TestDeletedPlacementDecisionsCountOn: a deleted placement's last decision
+// is an empty base, and a re-created one's decisions count on from there, so
+// a consumer never takes a new decision for a stale one.
+func TestDeletedPlacementDecisionsCountOn(t *testing.T) {
+	f := newFixture(t)
+	f.startScheduler()
+	prod := map[string]string{"environment": "production"}
+	f.join("member-1", prod)
+	f.join("member-2", prod)
+	f.place("web", 1)
+	f.latest("web", wantChosen("member-1"))
+	subj, _ := events.PlacementSubject("web")
+	f.Publish(events.TypePlacementDeleted, subj, events.PlacementDeleted{Name: "web"})
+	f.latest("web", wantChosen())
+	f.place("web", 2)
+	d := f.latest("web", wantChosen("member-1", "member-2"))
+
+	var revs []string
+	for _, p := range f.decisions.All() {
+		if p.Placement == "web" {
+			revs = append(revs, fmt.Sprintf("%d base=%v chosen=%d", p.Revision, p.Base, p.ChosenCount))
+		}
+	}
+	if want := []string{"1 base=true chosen=1", "2 base=true chosen=0", "3 base=true chosen=2"}; !slices.Equal(revs, want) {
+		t.Errorf("decisions %v, want %v", revs, want)
+	}
+	if d.Revision != 3 {
+		t.Errorf("assembled revision %d, want 3", d.Revision)
+	}
+}
