@@ -8,6 +8,9 @@ PKGS    := $(addprefix ./,$(addsuffix /...,$(MODULES)))
 GOTEST_FLAGS ?= -race -timeout 40m
 # Flags of the latency benchmark in make bench, e.g. LATENCY_FLAGS="-runs 5 -max-unavailable 100%".
 LATENCY_FLAGS ?=
+# How long make fuzz runs each fuzz target, and make test's brief pass of them.
+FUZZTIME ?= 60s
+TEST_FUZZTIME ?= 2s
 KUBE_BINS = $(shell bash hack/kube-bins.sh)
 
 .PHONY: help
@@ -23,7 +26,8 @@ kube-bins: ## build kube-apiserver, kube-controller-manager, kubectl and etcd in
 	@bash hack/kube-bins.sh >/dev/null
 
 .PHONY: test
-test: deps kube-bins ## unit and integration tests of every module, with the race detector
+test: deps kube-bins ## a brief pass of every fuzz target, then unit and integration tests of every module, with the race detector
+	@FUZZTIME=$(TEST_FUZZTIME) bash hack/fuzz.sh $(MODULES)
 	@set -o pipefail; \
 	FLOTILLA_KUBE_BIN_DIR=$(KUBE_BINS) go test -json $(GOTEST_FLAGS) $(PKGS) | go run ./harness/cmd/testreport
 
@@ -35,6 +39,10 @@ e2e: deps kube-bins ## end-to-end scenario tests (one per seed), on one standalo
 bench: deps kube-bins ## benchmarks: the Go benchmarks, then placement latency against kubectl (e2e/bench/latency)
 	FLOTILLA_KUBE_BIN_DIR=$(KUBE_BINS) go test -run '^$$' -bench . -benchmem $(PKGS)
 	FLOTILLA_KUBE_BIN_DIR=$(KUBE_BINS) go run ./e2e/bench/latency $(LATENCY_FLAGS)
+
+.PHONY: fuzz
+fuzz: ## every fuzz target for FUZZTIME (60s) each, one at a time (FUZZ=regexp picks targets)
+	@FUZZTIME=$(FUZZTIME) bash hack/fuzz.sh $(MODULES)
 
 .PHONY: lint
 lint: ## go vet, gofmt and staticcheck on every module
