@@ -26,7 +26,7 @@ require (
 	github.com/docker/go-units v0.5.0 // indirect
 	github.com/emicklei/go-restful/v3 v3.13.0 // indirect
 	github.com/flotilla-dev/flotilla/migrations v0.0.0 // indirect
-	github.com/flotilla-dev/flotilla/platform v0.0.0 // indirect
+	github.com/flotilla-dev/flotilla/platform v0.0.0
 	github.com/flotilla-dev/flotilla/services/rollout v0.0.0
 	github.com/flotilla-dev/flotilla/services/scheduler v0.0.0
 	github.com/flotilla-dev/flotilla/services/status v0.0.0

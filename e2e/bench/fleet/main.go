@@ -1,0 +1,235 @@
+// Command fleet measures Flotilla's hub against a large fleet of simulated member clusters.
+//
+// It starts what the standalone process runs, without members (embedded NATS with JetStream,
+// a local PostgreSQL, the scheduler, rollout and status services), then a simulated fleet
+// (package sim: members that join, heartbeat, consume their work with the real apply
+// worker's consumers and report with its protocol, without a Kubernetes API server), and
+// places a namespace of objects on it with fleetctl. It prints how long the members took to
+// join, how long the placement took to be scheduled, applied and available everywhere, the
+// process's peak resident memory and CPU time, and the largest messages seen on the bus
+// (a plain subscription on ">"), with what the streams hold. It stops everything it started.
+//
+//	go run ./e2e/bench/fleet -members 1000 -pick 100     # or: make bench-scale
+//	go run ./e2e/bench/fleet -members 5000 -pick 0       # PickAll
+//	go run ./e2e/bench/fleet -members 5000 -hub=false    # the simulated fleet alone, on NATS
+//
+// See doc.go for figures.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/flotilla-dev/flotilla/e2e/bench/fleet/sim"
+	"github.com/flotilla-dev/flotilla/services/fleetctl/query"
+)
+
+// options are the command's flags.
+type options struct {
+	members        int
+	pick           int
+	objects        int
+	joinRate       float64
+	heartbeat      time.Duration
+	applyDelay     sim.Delay
+	availableDelay sim.Delay
+	separate       bool
+	failureRate    float64
+	seed           int64
+	consumers      sim.ConsumerMode
+	timeout        time.Duration
+	idle           time.Duration
+	hub            bool
+	maxConsumers   int
+	dataDir        string
+	keep           bool
+	logLevel       string
+}
+
+func main() {
+	o := options{applyDelay: sim.Uniform(50*time.Millisecond, 500*time.Millisecond), availableDelay: sim.Uniform(time.Second, 5*time.Second)}
+	flag.IntVar(&o.members, "members", 1000, "simulated member clusters")
+	flag.IntVar(&o.pick, "pick", 100, "clusters the placement picks (PickN); 0 places on every member (PickAll)")
+	flag.IntVar(&o.objects, "objects", 10, "objects placed: a namespace with a Deployment, a Service and ConfigMaps for the rest")
+	flag.Float64Var(&o.joinRate, "join-rate", 0, "member joins per second; 0: as fast as the bus takes them")
+	flag.DurationVar(&o.heartbeat, "heartbeat-period", 60*time.Second, "each member's heartbeat period")
+	flag.Var(&o.applyDelay, "apply-delay", `how long a member takes to apply: "200ms", uniform "50ms-500ms" or exponential "exp:200ms"`)
+	flag.BoolVar(&o.separate, "separate-availability", false, "report Applied first and Available in a second report, -available-delay later")
+	flag.Var(&o.availableDelay, "available-delay", "with -separate-availability: how long after the apply the objects become available")
+	flag.Float64Var(&o.failureRate, "failure-rate", 0, "chance that an apply fails (retried with the worker's backoff)")
+	flag.Int64Var(&o.seed, "seed", 1, "seed of the simulated delays and failures")
+	flag.Var(&o.consumers, "consumers", "per-member: each member its real durable consumer; shared: one consumer for all (not the real protocol)")
+	flag.DurationVar(&o.timeout, "timeout", 15*time.Minute, "bound on each wait (members joined, placement applied, available)")
+	flag.DurationVar(&o.idle, "idle", 0, "keep the fleet running this long after the placement is available, before measuring (steady-state heartbeats)")
+	flag.BoolVar(&o.hub, "hub", true, "run the hub services and place a placement; false: the simulated fleet on NATS alone (its own cost)")
+	flag.IntVar(&o.maxConsumers, "nats-max-consumers", 0, "the NATS server's default_max_consumers per stream (0: the server's default, 1,000, which is the standalone's)")
+	flag.StringVar(&o.dataDir, "data-dir", "", "data dir (NATS, PostgreSQL, the services' log; default a fresh temporary one, removed at the end)")
+	flag.BoolVar(&o.keep, "keep", false, "keep the data dir at the end")
+	flag.StringVar(&o.logLevel, "log-level", "warn", "level of the services' and simulator's log (<data-dir>/flotilla.log)")
+	flag.Parse()
+	if o.members < 1 || o.pick < 0 || o.objects < 3 {
+		fmt.Fprintln(os.Stderr, "fleet: -members must be at least 1, -pick at least 0, -objects at least 3")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, o, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "fleet: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o options, out, progress io.Writer) (err error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return fmt.Errorf("-log-level: %w", err)
+	}
+	dataDir, cleanUp, err := prepareDataDir(o, progress)
+	if err != nil {
+		return err
+	}
+	defer func() { cleanUp(err) }()
+	logf, err := os.Create(filepath.Join(dataDir, "flotilla.log"))
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	log := slog.New(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: level}))
+
+	began := time.Now()
+	h, err := startHub(ctx, dataDir, o.hub, o.maxConsumers, log, progress)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if serr := h.stop(); serr != nil {
+			err = errors.Join(err, serr)
+		}
+	}()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-h.exitedEarly():
+			fmt.Fprintln(progress, "the hub services stopped")
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+
+	// The members share one connection, as the standalone's apply workers do; the
+	// observers have their own.
+	membersNC, err := nats.Connect(h.nats.URL(), nats.Name("fleet-sim"), nats.MaxReconnects(-1))
+	if err != nil {
+		return err
+	}
+	defer membersNC.Close()
+	nc, err := nats.Connect(h.nats.URL(), nats.Name("fleet-bench"))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	w, err := watchWire(nc)
+	if err != nil {
+		return err
+	}
+	defer w.stop()
+	js, err := jetstream.New(membersNC)
+	if err != nil {
+		return err
+	}
+	fleet, err := sim.New(sim.Options{
+		JetStream: js, Members: o.members, JoinRate: o.joinRate, HeartbeatPeriod: o.heartbeat,
+		ApplyDelay: o.applyDelay, SeparateAvailability: o.separate, AvailableDelay: o.availableDelay,
+		FailureRate: o.failureRate, Seed: o.seed, Consumers: o.consumers, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	fleetCtx, stopFleet := context.WithCancel(ctx)
+	fleetDone := make(chan struct{})
+	var fleetErr error
+	go func() {
+		fleetErr = fleet.Run(fleetCtx)
+		close(fleetDone)
+	}()
+	defer func() {
+		stopFleet()
+		<-fleetDone
+		if fleetErr != nil {
+			err = errors.Join(err, fleetErr)
+		}
+	}()
+
+	m := &measurement{opts: o, began: began, setUp: time.Since(began)}
+	b := &bench{opts: o, fleet: fleet, nc: nc, js: js, query: query.New(nc), progress: progress, m: m,
+		fleetDone: fleetDone, fleetErr: func() error { return fleetErr }}
+	runErr := b.measure(ctx)
+	m.collect(ctx, fleet, js, w, nc.MaxPayload())
+	m.print(out, w)
+	if runErr != nil {
+		fmt.Fprintf(progress, "\nthe services' log: %s\n", filepath.Join(dataDir, "flotilla.log"))
+	}
+	return runErr
+}
+
+// prepareDataDir returns the data dir and what to do with it at the end: a temporary one is
+// removed unless kept, after showing the tail of the log when the benchmark failed.
+func prepareDataDir(o options, progress io.Writer) (dir string, cleanUp func(err error), err error) {
+	cleanUp = func(error) {}
+	dir = o.dataDir
+	if dir != "" {
+		return dir, cleanUp, os.MkdirAll(dir, 0o755)
+	}
+	// Under /tmp and world-readable: a local PostgreSQL runs as the postgres user when this
+	// runs as root, and must reach its data there.
+	if dir, err = os.MkdirTemp("/tmp", "flotilla-fleet-"); err != nil {
+		return "", nil, err
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return "", nil, err
+	}
+	if o.keep {
+		fmt.Fprintf(progress, "data dir (kept): %s\n", dir)
+		return dir, cleanUp, nil
+	}
+	return dir, func(err error) {
+		if err != nil {
+			fmt.Fprintf(progress, "\nlast lines of the log:\n%s\n", tail(filepath.Join(dir, "flotilla.log"), 30))
+		}
+		// PostgreSQL's last files can still be going away as it stops: try again a little.
+		for range 10 {
+			if err := os.RemoveAll(dir); err == nil {
+				return
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		fmt.Fprintf(progress, "could not remove the data dir %s\n", dir)
+	}, nil
+}
+
+func tail(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
