@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
 	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/events/bus"
 )
@@ -79,6 +81,9 @@ func validateMemberHeartbeat(p any) error {
 	v := p.(*MemberHeartbeat)
 	if v.ObservedAt.IsZero() {
 		return errors.New("observedAt: required")
+	}
+	if err := api.ValidatePropertyValues(v.Properties, field.NewPath("properties")).ToError(); err != nil {
+		return err
 	}
 	return required("name", v.Name)
 }

@@ -1,6 +1,12 @@
 package api
 
-import "k8s.io/apimachinery/pkg/util/validation/field"
+import (
+	"maps"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
 
 // Member cluster limits.
 const (
@@ -49,5 +55,19 @@ func ValidateMemberCluster(m *MemberCluster) ErrorList {
 		}
 		first[t] = i
 	}
+	p.list = append(p.list, ValidatePropertyValues(m.Status.Properties, field.NewPath("status", "properties"))...)
 	return withPlaceholders(p.list, m.Placeholders)
+}
+
+// ValidatePropertyValues checks that every property value is a Kubernetes
+// quantity, as the scheduler compares and sorts them (a member reports them in
+// its status and its heartbeats).
+func ValidatePropertyValues(props map[PropertyName]PropertyValue, path *field.Path) ErrorList {
+	var p problems
+	for _, name := range slices.Sorted(maps.Keys(props)) {
+		if _, err := resource.ParseQuantity(props[name].Value); err != nil {
+			p.add(ErrorTypeInvalid, path.Key(string(name)).Child("value"), "%q is not a quantity such as 12, 500m or 4Gi", props[name].Value)
+		}
+	}
+	return p.list
 }
