@@ -262,17 +262,20 @@ func boundedConditions(conds []metav1.Condition) []metav1.Condition {
 func loadPlacement(ctx context.Context, tx pgx.Tx, name string) (*stored, error) {
 	const query = `
 		select p.placement, p.work_generation, p.deleted, p.decision, p.snapshot, p.rollout, s.status,
-			(select coalesce(jsonb_agg(r.report), '[]') from status_reports r where r.placement = p.name)
+			(select coalesce(jsonb_agg(r.report), '[]') from status_reports r where r.placement = p.name),
+			(select coalesce(jsonb_agg(jsonb_build_object('Notice', q.notice, 'ReportIndex', q.report_index,
+				'ReportGeneration', q.report_generation)), '[]') from status_quarantine q where q.placement = p.name)
 		from status_placements p left join placement_status s on s.placement = p.name
 		where p.name = $1
 		for update of p`
 	var (
 		st                                                      stored
 		placement, decision, snapshot, rollout, status, reports []byte
+		quarantined                                             []byte
 	)
 	scan := func() error {
 		return tx.QueryRow(ctx, query, name).Scan(&placement, &st.in.WorkGeneration, &st.in.Deleted,
-			&decision, &snapshot, &rollout, &status, &reports)
+			&decision, &snapshot, &rollout, &status, &reports, &quarantined)
 	}
 	err := scan()
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -284,13 +287,16 @@ func loadPlacement(ctx context.Context, tx pgx.Tx, name string) (*stored, error)
 	if err != nil {
 		return nil, fmt.Errorf("load status inputs of %s: %w", name, err)
 	}
-	var list []*events.WorkReported
+	var (
+		list []*events.WorkReported
+		held []*fold.Quarantine
+	)
 	for _, f := range []struct {
 		raw  []byte
 		into any
 	}{
 		{placement, &st.in.Placement}, {decision, &st.in.Decision}, {snapshot, &st.in.Snapshot},
-		{rollout, &st.in.Rollout}, {status, &st.status}, {reports, &list},
+		{rollout, &st.in.Rollout}, {status, &st.status}, {reports, &list}, {quarantined, &held},
 	} {
 		if len(f.raw) == 0 {
 			continue
@@ -305,12 +311,26 @@ func loadPlacement(ctx context.Context, tx pgx.Tx, name string) (*stored, error)
 		}
 		st.in.Reports[r.Cluster] = r
 	}
+	for _, q := range held {
+		if st.in.Quarantined == nil {
+			st.in.Quarantined = map[string]*fold.Quarantine{}
+		}
+		st.in.Quarantined[q.Notice.Cluster] = q
+	}
 	return &st, nil
 }
 
 // saveInputs stores the inputs the payload changed.
 func saveInputs(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, name string, in *fold.Inputs, payload any) error {
+	if n, ok := payload.(*events.OutboxQuarantined); ok {
+		return saveQuarantine(ctx, tx, ev, name, in.Quarantined[n.Cluster])
+	}
 	if r, ok := payload.(*events.WorkReported); ok {
+		if in.Quarantined[r.Cluster] == nil {
+			if _, err := tx.Exec(ctx, `delete from status_quarantine where placement = $1 and cluster = $2`, name, r.Cluster); err != nil {
+				return fmt.Errorf("clear quarantined work of %s on %s: %w", name, r.Cluster, err)
+			}
+		}
 		stored := in.Reports[r.Cluster]
 		if stored == nil {
 			if _, err := tx.Exec(ctx, `delete from status_reports where placement = $1 and cluster = $2`, name, r.Cluster); err != nil {
@@ -365,4 +385,24 @@ func sameJSON(a, b any) bool {
 	x, err1 := json.Marshal(a)
 	y, err2 := json.Marshal(b)
 	return err1 == nil && err2 == nil && bytes.Equal(x, y)
+}
+
+// saveQuarantine stores a cluster's quarantined work.
+func saveQuarantine(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, name string, q *fold.Quarantine) error {
+	if q == nil {
+		return nil
+	}
+	args, err := jsonArgs(q.Notice)
+	if err == nil {
+		_, err = tx.Exec(ctx, `
+			insert into status_quarantine (placement, cluster, notice, report_index, report_generation, event_id)
+			values ($1, $2, $3, $4, $5, $6)
+			on conflict (placement, cluster) do update set notice = excluded.notice, report_index = excluded.report_index,
+				report_generation = excluded.report_generation, event_id = excluded.event_id`,
+			name, q.Notice.Cluster, args[0], q.ReportIndex, q.ReportGeneration, ev.ID())
+	}
+	if err != nil {
+		return fmt.Errorf("store quarantined work of %s on %s: %w", name, q.Notice.Cluster, err)
+	}
+	return nil
 }

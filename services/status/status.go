@@ -125,6 +125,11 @@ func (s *server) fold(ctx context.Context, tx pgx.Tx, d bus.Delivery) error {
 			return err
 		}
 		return s.foldPlacement(ctx, tx, ev, p.Placement, p, at)
+	case *events.OutboxQuarantined:
+		if p.Placement == "" {
+			return nil
+		}
+		return s.foldPlacement(ctx, tx, ev, p.Placement, p, at)
 	}
 	return nil
 }
@@ -136,6 +141,7 @@ var folded = map[string]bool{
 	events.TypeMemberJoined: true, events.TypeMemberUpdated: true, events.TypeMemberLeft: true, events.TypeMemberHeartbeat: true,
 	events.TypePlacementUpserted: true, events.TypePlacementDeleted: true, events.TypePlacementScheduledV2: true,
 	events.TypeSnapshotCreated: true, events.TypeRolloutProgressedV2: true, events.TypeWorkReported: true,
+	events.TypeOutboxQuarantined: true,
 }
 
 // decode returns the payload of an event the status is folded from, or nil

@@ -24,6 +24,9 @@ const (
 	WorkSynchronizedMessage        = "All of the works are synchronized to the latest"
 	WorkNotSynchronizedYetMessage  = "There are works not synchronized to the latest"
 	WorkSynchronizedUnknownMessage = "In the process of synchronizing or operation is blocked by the rollout strategy"
+	// WorkQuarantinedMessage begins the message of a cluster whose work the bus could not
+	// take; the outbox's reason (the event, its size, the limit) follows.
+	WorkQuarantinedMessage = "The work for this cluster could not be sent and was set aside (see outbox_quarantine): "
 
 	ApplySucceededMessage = "All corresponding work objects are applied"
 	ApplyFailedMessage    = "Failed to apply the selected resources, please check the `failedPlacements` status"
@@ -132,14 +135,17 @@ func (cf *clusterFold) rest(cluster string) {
 
 	// The rollout publishes a cluster's work when it starts it, so a started
 	// cluster's work is synchronized unless the rollout says otherwise.
-	ws := metav1.ConditionTrue
+	ws, msg := metav1.ConditionTrue, entry.Message
 	switch entry.Reason {
 	case api.WorkNotSynchronizedYetReason:
 		ws = metav1.ConditionFalse
 	case api.WorkSynchronizedUnknownReason:
 		ws = metav1.ConditionUnknown
 	}
-	if !cf.step(api.PerClusterWorkSynchronizedConditionType, ws, entry.Message) {
+	if q := in.Quarantined[cluster]; q != nil {
+		ws, msg = metav1.ConditionFalse, WorkQuarantinedMessage+q.Notice.Reason
+	}
+	if !cf.step(api.PerClusterWorkSynchronizedConditionType, ws, msg) {
 		return
 	}
 

@@ -54,6 +54,45 @@ type Inputs struct {
 	Rollout  *revision.Progress      `json:"rollout,omitempty"`
 	// Reports holds the latest apply report of each cluster.
 	Reports map[string]*events.WorkReported `json:"-"`
+	// Quarantined holds, per cluster, work the rollout could not send it.
+	Quarantined map[string]*Quarantine `json:"-"`
+}
+
+// Quarantine is a cluster's work that the outbox set aside, and which report the cluster
+// had made then: a report on other work means newer work reached it.
+type Quarantine struct {
+	Notice           events.OutboxQuarantined
+	ReportIndex      *int64
+	ReportGeneration *int64
+}
+
+// ApplyQuarantine records a notice of work that could not be sent to its cluster; notices of
+// other events do not bear on the status.
+func (in *Inputs) ApplyQuarantine(n *events.OutboxQuarantined) bool {
+	if n.Type != events.TypeWorkDesired || n.Cluster == "" {
+		return false
+	}
+	q := &Quarantine{Notice: *n}
+	if r := in.Reports[n.Cluster]; r != nil {
+		q.ReportIndex, q.ReportGeneration = &r.ResourceIndex, &r.Generation
+	}
+	if in.Quarantined == nil {
+		in.Quarantined = map[string]*Quarantine{}
+	}
+	in.Quarantined[n.Cluster] = q
+	return true
+}
+
+// clearQuarantine forgets a cluster's quarantined work once the cluster reports on other
+// work than it had then.
+func (in *Inputs) clearQuarantine(r *events.WorkReported) {
+	q := in.Quarantined[r.Cluster]
+	if q == nil {
+		return
+	}
+	if q.ReportIndex == nil || *q.ReportIndex != r.ResourceIndex || *q.ReportGeneration != r.Generation {
+		delete(in.Quarantined, r.Cluster)
+	}
 }
 
 // Generation is the placement's generation, 0 while it is unknown.
@@ -197,6 +236,7 @@ func (in *Inputs) ApplyReport(r *events.WorkReported) bool {
 		in.Reports = map[string]*events.WorkReported{}
 	}
 	in.Reports[r.Cluster] = r
+	in.clearQuarantine(r)
 	return true
 }
 
@@ -220,6 +260,8 @@ func (in *Inputs) Apply(payload any, now time.Time) (bool, error) {
 		return in.ApplySnapshot(p), nil
 	case *events.WorkReported:
 		return in.ApplyReport(p), nil
+	case *events.OutboxQuarantined:
+		return in.ApplyQuarantine(p), nil
 	}
 	return false, nil
 }
