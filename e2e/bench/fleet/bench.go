@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -37,6 +39,8 @@ type bench struct {
 	m         *measurement
 	fleetDone <-chan struct{} // closed when the fleet stopped
 	fleetErr  func() error    // why, once fleetDone is closed
+	// cpuProfile, when set, receives a CPU profile from the placement to the end of the wait.
+	cpuProfile string
 }
 
 // measure makes the members join, places the workload and waits for it to be available,
@@ -86,6 +90,13 @@ func (b *bench) measure(ctx context.Context) error {
 	scheduled, err := b.firstMessage(bus.SubjectsScheduling[:len(bus.SubjectsScheduling)-1] + placementName)
 	if err != nil {
 		return err
+	}
+	if b.cpuProfile != "" {
+		stop, err := startCPUProfile(b.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	applyAt := time.Now()
 	if err := b.fleetctl(ctx, placementYAML(b.opts.pick, b.opts.objects)); err != nil {
@@ -158,12 +169,29 @@ func (b *bench) measure(ctx context.Context) error {
 	return b.idle(ctx)
 }
 
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}
+
 // caughtUp reports whether the durable consumers on the EVENTS stream have acknowledged
 // every message up to seq.
 func (b *bench) caughtUp(ctx context.Context, seq uint64, consumers ...string) bool {
 	for _, name := range consumers {
 		info, err := b.consumerInfo(ctx, name)
-		if err != nil || info.AckFloor.Stream < seq {
+		// seq is stored (its publish was acknowledged): with nothing pending the consumer
+		// has taken it, or it is not in the consumer's filter.
+		if err != nil || info.AckFloor.Stream < seq && info.NumPending+uint64(info.NumAckPending) > 0 {
 			return false
 		}
 	}
@@ -182,6 +210,7 @@ func (b *bench) consumerInfo(ctx context.Context, name string) (*jetstream.Consu
 
 // consumerProgress says how far the hub services' consumers are behind seq.
 func (b *bench) consumerProgress(ctx context.Context, seq uint64) string {
+	ctx = context.WithoutCancel(ctx) // also for the error that says the wait ended
 	var parts []string
 	for _, name := range []string{bus.ConsumerScheduler, bus.ConsumerRollout, bus.ConsumerStatus} {
 		info, err := b.consumerInfo(ctx, name)
@@ -189,8 +218,14 @@ func (b *bench) consumerProgress(ctx context.Context, seq uint64) string {
 			parts = append(parts, fmt.Sprintf("%s: %v", name, err))
 			continue
 		}
+		// A filtered consumer's ack floor stops at the last message it takes: with nothing
+		// pending it is not behind, whatever seq is.
+		pending := info.NumPending + uint64(info.NumAckPending)
 		behind := int64(seq) - int64(info.AckFloor.Stream)
-		parts = append(parts, fmt.Sprintf("%s %d behind (%d pending)", name, max(behind, 0), info.NumPending+uint64(info.NumAckPending)))
+		if pending == 0 || behind < 0 {
+			behind = 0
+		}
+		parts = append(parts, fmt.Sprintf("%s %d behind (%d pending)", name, behind, pending))
 	}
 	return strings.Join(parts, ", ")
 }

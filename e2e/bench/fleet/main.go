@@ -57,6 +57,7 @@ type options struct {
 	dataDir        string
 	keep           bool
 	logLevel       string
+	cpuProfile     string
 }
 
 func main() {
@@ -79,6 +80,7 @@ func main() {
 	flag.StringVar(&o.dataDir, "data-dir", "", "data dir (NATS, PostgreSQL, the services' log; default a fresh temporary one, removed at the end)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the data dir at the end")
 	flag.StringVar(&o.logLevel, "log-level", "warn", "level of the services' and simulator's log (<data-dir>/flotilla.log)")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole process (hub services, NATS, fleet) from the placement on to this file")
 	flag.Parse()
 	if o.members < 1 || o.pick < 0 || o.objects < 3 {
 		fmt.Fprintln(os.Stderr, "fleet: -members must be at least 1, -pick at least 0, -objects at least 3")
@@ -176,10 +178,13 @@ func run(ctx context.Context, o options, out, progress io.Writer) (err error) {
 	}()
 
 	m := &measurement{opts: o, began: began, setUp: time.Since(began)}
-	b := &bench{opts: o, fleet: fleet, nc: nc, js: js, query: query.New(nc), progress: progress, m: m,
+	b := &bench{opts: o, cpuProfile: o.cpuProfile, fleet: fleet, nc: nc, js: js, query: query.New(nc), progress: progress, m: m,
 		fleetDone: fleetDone, fleetErr: func() error { return fleetErr }}
 	runErr := b.measure(ctx)
 	m.collect(ctx, fleet, js, w, nc.MaxPayload())
+	if o.hub {
+		m.consumers = b.consumerProgress(ctx, m.stats.LastSeq)
+	}
 	m.print(out, w)
 	if runErr != nil {
 		fmt.Fprintf(progress, "\nthe services' log: %s\n", filepath.Join(dataDir, "flotilla.log"))

@@ -39,7 +39,8 @@ type measurement struct {
 	heapInUse                   uint64
 	streams                     []streamState
 	consumersOnWork, maxPayload int
-	largest                     wireMsg
+	largest, largestEvent       wireMsg
+	consumers                   string // how far the hub services are behind the fleet at the end
 }
 
 type streamState struct {
@@ -72,7 +73,7 @@ func (m *measurement) collect(ctx context.Context, fleet *sim.Fleet, js jetstrea
 		m.streams = append(m.streams, streamState{name: name, msgs: info.State.Msgs, bytes: info.State.Bytes, consumers: info.State.Consumers})
 	}
 	m.maxPayload = int(maxPayload)
-	m.largest = w.maxSize()
+	m.largest, m.largestEvent = w.maxSize()
 }
 
 // procStatus reads a size field of /proc/self/status, in bytes; 0 when unknown.
@@ -131,9 +132,13 @@ func (m *measurement) print(out io.Writer, w *wire) {
 		map[bool]string{true: ", hub services", false: ""}[o.hub], bytesString(m.peakRSS), bytesString(m.rss),
 		bytesString(int64(m.heapInUse)), m.goroutines, m.cpuUser.Round(100*time.Millisecond), m.cpuSystem.Round(100*time.Millisecond),
 		time.Since(m.began).Round(time.Second))
+	if m.consumers != "" {
+		fmt.Fprintf(out, "  hub consumers at the end, against the last event of the fleet: %s\n", m.consumers)
+	}
 	for _, st := range m.streams {
 		fmt.Fprintf(out, "  stream %-10s %8d messages %10s, %d consumers\n", st.name, st.msgs, bytesString(int64(st.bytes)), st.consumers)
 	}
-	fmt.Fprintf(out, "  largest message on the wire: %s on %s\n", bytesString(int64(m.largest.size)), m.largest.subject)
+	fmt.Fprintf(out, "  largest message on the wire: %s on %s; largest Flotilla event: %s on %s\n",
+		bytesString(int64(m.largest.size)), m.largest.subject, bytesString(int64(m.largestEvent.size)), m.largestEvent.subject)
 	w.print(out, m.maxPayload)
 }

@@ -18,7 +18,8 @@ type wire struct {
 
 	mu      sync.Mutex
 	classes map[string]*wireClass
-	largest []wireMsg // the largest messages, largest first
+	largest []wireMsg // the largest message of each of the subjects with the largest, largest first
+	event   wireMsg   // the largest message on a flotilla.> subject
 }
 
 // wireClass sums the messages of one kind (see classify).
@@ -67,8 +68,15 @@ func (w *wire) observe(msg *nats.Msg) {
 	if size > c.max.size {
 		c.max = m
 	}
+	if strings.HasPrefix(msg.Subject, "flotilla.") && size > w.event.size {
+		w.event = m
+	}
 	if len(w.largest) < largestKept || size > w.largest[len(w.largest)-1].size {
-		w.largest = append(w.largest, m)
+		if i := slices.IndexFunc(w.largest, func(l wireMsg) bool { return l.subject == m.subject }); i >= 0 {
+			w.largest[i].size = max(w.largest[i].size, size)
+		} else {
+			w.largest = append(w.largest, m)
+		}
 		slices.SortStableFunc(w.largest, func(a, b wireMsg) int { return b.size - a.size })
 		w.largest = w.largest[:min(len(w.largest), largestKept)]
 	}
@@ -134,7 +142,7 @@ func consumerKind(name string) string {
 func (w *wire) print(out io.Writer, limit int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	fmt.Fprintf(out, "  largest messages on the wire (payload + headers; NATS max_payload %s):\n", bytesString(int64(limit)))
+	fmt.Fprintf(out, "  largest messages on the wire, one per subject (payload + headers; NATS max_payload %s):\n", bytesString(int64(limit)))
 	for _, m := range w.largest {
 		flag := ""
 		if m.size > limit {
@@ -157,14 +165,14 @@ func (w *wire) print(out io.Writer, limit int) {
 	}
 }
 
-// maxSize is the largest message seen and its subject.
-func (w *wire) maxSize() wireMsg {
+// maxSize is the largest message seen, and the largest Flotilla event (on flotilla.>).
+func (w *wire) maxSize() (any, event wireMsg) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if len(w.largest) == 0 {
-		return wireMsg{}
+	if len(w.largest) > 0 {
+		any = w.largest[0]
 	}
-	return w.largest[0]
+	return any, w.event
 }
 
 func bytesString(n int64) string {
