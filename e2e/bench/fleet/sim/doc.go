@@ -23,7 +23,9 @@
 //     once however many changes arrive. It skips the real worker's replay (an ephemeral
 //     consumer reading the last message per subject before consuming): a fresh member has
 //     nothing to replay, and the durable consumer delivers the same set.
-//   - Every WorkDesired goes through decodeWork, the one place that reads work off the bus.
+//   - Every WorkDesired goes through decodeWork, the one place that reads work off the bus;
+//     manifests that travel as a blob beside the event (ManifestsRef) are fetched there
+//     with bus.GetBlob, as the real worker's resolve fetches them.
 //   - After ApplyDelay it reports a WorkReported on flotilla.workstatus.<cluster>.<placement>,
 //     as the applier would on a member that accepts every write: each manifest's identity
 //     from manifest.Parse (envelopes unwrapped, undecodable and duplicate manifests failed

@@ -74,7 +74,7 @@ func (m *member) handle(ctx context.Context, ev cloudevents.Event, meta bus.Meta
 	case events.TypeWorkDesired:
 		w, err := decodeWork(ctx, m.f.js, ev)
 		if err != nil {
-			return bus.Permanent(err)
+			return err
 		}
 		d.work, placementName, cluster = w, w.Placement, w.Cluster
 		m.f.stats.work.Add(1)

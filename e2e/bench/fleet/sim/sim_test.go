@@ -125,6 +125,9 @@ func newTestBus(t *testing.T) *testBus {
 	}
 	b := &testBus{js: js, nc: nc, reports: map[string][]events.WorkReported{}, beats: map[string]int{}, joined: map[string]api.MemberCluster{}}
 	sub, err := nc.Subscribe("flotilla.>", func(msg *nats.Msg) {
+		if strings.HasPrefix(msg.Subject, "flotilla.blob.") {
+			return // chunks of a blob, not events
+		}
 		ev, err := bus.Decode(msg)
 		if err != nil {
 			t.Errorf("decode %s: %v", msg.Subject, err)
@@ -358,5 +361,34 @@ func TestFailuresAvailabilityAndNotTrackable(t *testing.T) {
 	}
 	if st := f.Stats(); st.Failures != 1 {
 		t.Errorf("%d simulated failures, want 1", st.Failures)
+	}
+}
+
+// Work whose manifests travel as a blob beside the event is applied with the blob's
+// manifests, as the real worker applies it.
+func TestWorkWithManifestsInABlob(t *testing.T) {
+	b := newTestBus(t)
+	b.run(t, Options{Members: 1})
+	prefix, err := bus.WorkBlobPrefix("sim-1", "big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := json.Marshal(manifests(t, namespaceJSON, configMapJSON, deploymentJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := bus.PutBlob(t.Context(), b.js, bus.StreamWorkBlobs, prefix, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.publishWork(t, events.TypeWorkDesired, events.WorkDesired{Cluster: "sim-1", Placement: "big", ResourceHash: "h", ManifestsRef: &ref}, "sim-1", "big")
+	r := b.waitReport(t, "sim-1/big", "applied", func(r events.WorkReported) error {
+		if r.Applied.Status != "True" {
+			return fmt.Errorf("applied %+v", r.Applied)
+		}
+		return nil
+	})
+	if len(r.Manifests) != 3 || r.Manifests[1].Resource.Kind != "ConfigMap" {
+		t.Errorf("report %+v, want the blob's 3 manifests", r)
 	}
 }

@@ -17,18 +17,40 @@ import (
 
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
+	"github.com/flotilla-dev/flotilla/events/bus"
 	"github.com/flotilla-dev/flotilla/services/apply/applier"
 	"github.com/flotilla-dev/flotilla/services/apply/availability"
 	"github.com/flotilla-dev/flotilla/services/apply/manifest"
 )
 
-// decodeWork is the one place the simulator reads a WorkDesired off the bus. When the work
-// format changes (manifests kept on the bus and referred to from the event), this is where
-// the simulated member fetches them, with the real worker's function, so that simulated
-// members cost what real ones cost.
-func decodeWork(_ context.Context, _ jetstream.JetStream, ev cloudevents.Event) (*events.WorkDesired, error) {
-	return events.DecodeAs[events.WorkDesired](ev)
+// decodeWork is the one place the simulator reads a WorkDesired off the bus: the event,
+// then, for work whose manifests travel as a blob beside it (ManifestsRef), the manifests,
+// fetched and checked as the real worker's resolve fetches them (bus.GetBlob on the
+// WORKBLOBS stream, chunks waited for as long), so that a simulated member costs the bus
+// what a real one does. An event that does not decode is Permanent (dead-lettered); a
+// blob that cannot be fetched now is not, and comes again.
+func decodeWork(ctx context.Context, js jetstream.JetStream, ev cloudevents.Event) (*events.WorkDesired, error) {
+	work, err := events.DecodeAs[events.WorkDesired](ev)
+	if err != nil {
+		return nil, bus.Permanent(err)
+	}
+	if work.ManifestsRef == nil {
+		return work, nil
+	}
+	data, err := bus.GetBlob(ctx, js.Conn(), bus.StreamWorkBlobs, *work.ManifestsRef, blobChunkWait)
+	if err != nil {
+		return nil, fmt.Errorf("fetch the manifests of %s (%d bytes): %w", work.Placement, work.ManifestsRef.Size, err)
+	}
+	var manifests []json.RawMessage
+	if err := json.Unmarshal(data, &manifests); err != nil {
+		return nil, bus.Permanent(fmt.Errorf("decode the manifests of %s: %w", work.Placement, err))
+	}
+	work.Manifests, work.ManifestsRef = manifests, nil
+	return work, nil
 }
+
+// blobChunkWait bounds the wait for each chunk of a work blob: the real worker's.
+const blobChunkWait = 30 * time.Second
 
 // desired is the latest desired state of a placement: its work or its tombstone.
 type desired struct {
