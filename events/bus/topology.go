@@ -73,6 +73,10 @@ type TopologyOptions struct {
 	MaxDeliver int
 	// MaxAckPending bounds unacknowledged messages per consumer. Default 1000.
 	MaxAckPending int
+	// MaxWorkConsumers bounds the consumers on StreamWork: each member's worker holds one,
+	// and one more while it replays at start. NATS allows 1,000 per stream unless the stream
+	// says otherwise. Default 20,000 (10,000 members).
+	MaxWorkConsumers int
 }
 
 // DefaultTopology is the topology's default tuning.
@@ -85,6 +89,7 @@ var DefaultTopology = TopologyOptions{
 	AckWait:          30 * time.Second,
 	MaxDeliver:       10,
 	MaxAckPending:    1000,
+	MaxWorkConsumers: 20_000,
 }
 
 func (o TopologyOptions) withDefaults() TopologyOptions {
@@ -109,6 +114,9 @@ func (o TopologyOptions) withDefaults() TopologyOptions {
 	}
 	if o.MaxAckPending == 0 {
 		o.MaxAckPending = d.MaxAckPending
+	}
+	if o.MaxWorkConsumers == 0 {
+		o.MaxWorkConsumers = d.MaxWorkConsumers
 	}
 	return o
 }
@@ -141,6 +149,7 @@ func (o TopologyOptions) Streams() []jetstream.StreamConfig {
 			// desired state or its tombstone. A restarted apply worker rebuilds
 			// from this set alone, so it must never age out.
 			MaxMsgsPerSubject: 1,
+			MaxConsumers:      o.MaxWorkConsumers,
 			Duplicates:        o.Duplicates,
 		},
 		{
