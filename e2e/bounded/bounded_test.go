@@ -1,6 +1,7 @@
 package bounded_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,6 +21,7 @@ import (
 	"github.com/flotilla-dev/flotilla/harness/poll"
 	"github.com/flotilla-dev/flotilla/harness/postgres"
 	"github.com/flotilla-dev/flotilla/harness/servicetest"
+	"github.com/flotilla-dev/flotilla/services/fleetctl/cli"
 	"github.com/flotilla-dev/flotilla/services/rollout"
 	"github.com/flotilla-dev/flotilla/services/scheduler"
 	"github.com/flotilla-dev/flotilla/services/status"
@@ -125,6 +127,33 @@ func TestPickAllOver5000MembersStaysBounded(t *testing.T) {
 	wait("the rollout sent work to every member", members, work)
 	wait("the status shows every member with its rollout started", members, started)
 	wait("the rollout's decision holds every member", members, decided)
+
+	// fleetctl reads the whole placement, every output it has.
+	fleetctl := func(args ...string) string {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		err := cli.Run(t.Context(), append([]string{"--nats", env.NATSURL}, args...), cli.Options{
+			Out: &out, Err: &errOut, Getenv: func(string) string { return "" }})
+		if err != nil {
+			t.Fatalf("fleetctl %s: %v\n%s", strings.Join(args, " "), err, errOut.String())
+		}
+		return out.String()
+	}
+	asked := time.Now()
+	var crp api.ClusterResourcePlacement
+	if err := json.Unmarshal([]byte(fleetctl("get", "crp", placement, "-o", "json")), &crp); err != nil {
+		t.Fatal(err)
+	}
+	if len(crp.Status.PlacementStatuses) != members {
+		t.Errorf("fleetctl get crp -o json shows %d placementStatuses, want %d", len(crp.Status.PlacementStatuses), members)
+	}
+	got := time.Since(asked)
+	described := fleetctl("describe", "crp", placement)
+	if n := strings.Count(described, memberName(members-1)); n == 0 {
+		t.Errorf("fleetctl describe crp does not show the last member %s", memberName(members-1))
+	}
+	t.Logf("fleetctl get crp -o json: %d placementStatuses in %s; describe: %d lines in %s",
+		len(crp.Status.PlacementStatuses), got.Round(time.Millisecond), strings.Count(described, "\n"), (time.Since(asked) - got).Round(time.Millisecond))
 
 	// One more member joins: the decision changes by one cluster, and so
 	// does everything after it.
