@@ -50,7 +50,8 @@ package main
 //
 // What breaks at scale:
 //
-//   - Past 1,000 members, apply workers cannot create their consumers: nats-server (2.15)
+//   - (Fixed since: the WORK stream now sets MaxConsumers, bus.TopologyOptions.MaxWorkConsumers,
+//     20,000 by default.) Past 1,000 members, apply workers could not create their consumers: nats-server (2.15)
 //     bounds every stream that sets no MaxConsumers to 1,000 consumers
 //     (JSDefaultMaxConsumersPerStream, server/jetstream_api.go; applied in consumer.go), and
 //     the WORK stream (events/bus/topology.go) sets none, nor do the standalone's embedded
