@@ -2,7 +2,6 @@ package bus_test
 
 import (
 	"bytes"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -107,10 +106,11 @@ func FuzzDecode(f *testing.F) {
 	})
 }
 
-// sameEvent compares attributes, extensions and data (an event's JSON is
-// no measure: it fails for data that is not JSON).
+// sameEvent compares attributes, extensions and data as they are written
+// (an event's JSON is no measure: it fails for data that is not JSON; nor is
+// the Go value of a URI attribute: "p##x" and "p#%23x" are one URI).
 func sameEvent(a, b event.Event) bool {
-	return reflect.DeepEqual(a.Context, b.Context) && bytes.Equal(a.Data(), b.Data())
+	return a.Context.String() == b.Context.String() && bytes.Equal(a.Data(), b.Data())
 }
 
 // Found by FuzzDecode: headers are a map, and the decoder read them in map

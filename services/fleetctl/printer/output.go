@@ -109,7 +109,7 @@ func printStructured(w io.Writer, o Output, v any) error {
 		_, err := buf.WriteTo(w)
 		return err
 	case YAML:
-		out, err := yaml.JSONToYAML(data)
+		out, err := yaml.JSONToYAML(escapeForYAML(data))
 		if err != nil {
 			return fmt.Errorf("encode output: %w", err)
 		}
@@ -130,6 +130,29 @@ func printStructured(w io.Writer, o Output, v any) error {
 		return nil
 	}
 	return fmt.Errorf("output format %s is not structured", o.Format)
+}
+
+// escapeForYAML escapes, as JSON \u escapes, the characters that
+// encoding/json leaves as they are but a YAML parser refuses (DEL, the C1
+// controls, U+FFFE and U+FFFF) or reads as a line break (NEL), so that a
+// status message holding one still prints as YAML, unchanged. Such
+// characters can only be inside JSON strings.
+func escapeForYAML(data []byte) []byte {
+	refused := func(r rune) bool {
+		return r == 0x7f || (r >= 0x80 && r <= 0x9f) || r == 0xfffe || r == 0xffff
+	}
+	if !bytes.ContainsFunc(data, refused) {
+		return data
+	}
+	var b bytes.Buffer
+	for _, r := range string(data) {
+		if refused(r) {
+			fmt.Fprintf(&b, `\u%04x`, r)
+		} else {
+			b.WriteRune(r)
+		}
+	}
+	return b.Bytes()
 }
 
 // list is the v1 List kubectl prints when it gets several objects.

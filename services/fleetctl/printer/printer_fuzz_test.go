@@ -142,3 +142,23 @@ func decodeReply[T any](data []byte) (T, bool) {
 	}
 	return reply.Result, true
 }
+
+// Found by FuzzPrintReply: a string holding DEL or a C1 control character
+// (which encoding/json leaves as is) made -o yaml fail with "yaml: control
+// characters are not allowed"; a member's error message can hold one.
+func TestYAMLPrintsControlCharacters(t *testing.T) {
+	m := api.MemberCluster{}
+	m.Name = "member-1"
+	m.Annotations = map[string]string{"note": "a\x7fb\u0080c\u0085d\u009fe\ufffff"}
+	var buf bytes.Buffer
+	if err := (Printer{Output: Output{Format: YAML}, Now: clock}).Members(&buf, []api.MemberCluster{m}, true); err != nil {
+		t.Fatal(err)
+	}
+	var back api.MemberCluster
+	if err := yaml.Unmarshal(buf.Bytes(), &back); err != nil {
+		t.Fatalf("%v\n%s", err, buf.Bytes())
+	}
+	if got := back.Annotations["note"]; got != m.Annotations["note"] {
+		t.Errorf("note = %q, want %q", got, m.Annotations["note"])
+	}
+}
