@@ -13,6 +13,7 @@ import (
 	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/events/bus"
 	"github.com/flotilla-dev/flotilla/events/revision"
+	"github.com/flotilla-dev/flotilla/platform/pieces"
 	"github.com/flotilla-dev/flotilla/services/rollout/plan"
 	"github.com/flotilla-dev/flotilla/services/rollout/snapshot"
 )
@@ -91,7 +92,7 @@ func (r *rollout) scheduled(ctx context.Context, tx pgx.Tx, p *events.PlacementS
 	if d == nil {
 		d = &revision.Decision{}
 	}
-	revs, err := revision.Receive(ctx, pieceStore{tx: tx, placement: p.Placement, kind: "decision"}, d.Revision, *p)
+	revs, err := revision.Receive(ctx, pieces.In(tx, "rollout_pieces", p.Placement, "decision"), d.Revision, *p)
 	if errors.Is(err, revision.ErrGap) {
 		r.log.Warn("a scheduling decision waits for a lost piece", "placement", p.Placement, "applied", d.Revision, "err", err)
 		return nil

@@ -19,6 +19,7 @@ import (
 	"github.com/flotilla-dev/flotilla/events/bus"
 	"github.com/flotilla-dev/flotilla/events/revision"
 	"github.com/flotilla-dev/flotilla/platform/outbox"
+	"github.com/flotilla-dev/flotilla/platform/pieces"
 	"github.com/flotilla-dev/flotilla/services/status/fold"
 )
 
@@ -148,7 +149,7 @@ func receive[P revision.Piece](ctx context.Context, s *server, tx pgx.Tx, name, 
 		name).Scan(&applied); err != nil {
 		return nil, fmt.Errorf("lock status row of %s: %w", name, err)
 	}
-	revs, err := revision.Receive(ctx, pieceStore{tx: tx, placement: name, kind: kind}, applied, p)
+	revs, err := revision.Receive(ctx, pieces.In(tx, "status_pieces", name, kind), applied, p)
 	if errors.Is(err, revision.ErrGap) {
 		s.log.Warn("a revision waits for a lost piece", "placement", name, "kind", kind, "applied", applied, "err", err)
 		return nil, nil
@@ -227,23 +228,9 @@ func statusPieces(name string, rev, generation int64, prev, next api.PlacementSt
 		}
 		slices.SortFunc(changes, func(a, b events.ClusterStatus) int { return strings.Compare(a.Cluster, b.Cluster) })
 	}
-	env, err := revision.EnvelopeBytes(h)
-	if err != nil {
-		return nil, err
-	}
-	cut, err := revision.Split(changes, env)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]events.PlacementStatusChangedV2, len(cut))
-	for i, cs := range cut {
-		out[i] = h
-		out[i].Piece, out[i].Pieces, out[i].Clusters = i, len(cut), cs
-		if cs == nil {
-			out[i].Clusters = []events.ClusterStatus{}
-		}
-	}
-	return out, nil
+	return revision.Cut(h, changes, func(p *events.PlacementStatusChangedV2, piece, pieces int, cs []events.ClusterStatus) {
+		p.Piece, p.Pieces, p.Clusters = piece, pieces, cs
+	})
 }
 
 // boundedConditions is conds within the bounds of a status change: at most
