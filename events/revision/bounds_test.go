@@ -115,21 +115,14 @@ func TestPiecesStayBoundedAt5000Clusters(t *testing.T) {
 	})
 }
 
-// split cuts clusters into pieces of the header h with Split.
+// split cuts clusters into pieces of the header h with Cut, as the producers do.
 func split[P any, C any](t *testing.T, h P, clusters []C, set func(*P, events.Part, []C)) []P {
 	t.Helper()
-	env, err := revision.EnvelopeBytes(h)
+	out, err := revision.Cut(h, clusters, func(p *P, piece, pieces int, cs []C) {
+		set(p, events.Part{Piece: piece, Pieces: pieces}, cs)
+	})
 	if err != nil {
 		t.Fatal(err)
-	}
-	cut, err := revision.Split(clusters, env)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := make([]P, len(cut))
-	for i, cs := range cut {
-		out[i] = h
-		set(&out[i], events.Part{Piece: i, Pieces: len(cut)}, cs)
 	}
 	return out
 }

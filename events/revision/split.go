@@ -47,3 +47,26 @@ func EnvelopeBytes(p any) (int, error) {
 	// The piece number and count may grow to a few digits more than in p.
 	return len(b) + 32, nil
 }
+
+// Cut cuts a revision into its pieces: head (the payload with no clusters)
+// once per piece of clusters as Split cuts them, each given its piece number,
+// the number of pieces and its clusters (an empty list, never nil) by set.
+func Cut[P, C any](head P, clusters []C, set func(p *P, piece, pieces int, clusters []C)) ([]P, error) {
+	env, err := EnvelopeBytes(head)
+	if err != nil {
+		return nil, err
+	}
+	cut, err := Split(clusters, env)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]P, len(cut))
+	for i, cs := range cut {
+		if cs == nil {
+			cs = []C{}
+		}
+		out[i] = head
+		set(&out[i], i, len(cut), cs)
+	}
+	return out, nil
+}

@@ -137,23 +137,9 @@ func progressPieces(pr progress, rev int64) ([]events.RolloutProgressedV2, error
 	if head.Base = rev == 1 || len(pr.all) <= len(pr.changed); head.Base {
 		clusters = pr.all
 	}
-	env, err := revision.EnvelopeBytes(head)
-	if err != nil {
-		return nil, err
-	}
-	cut, err := revision.Split(clusters, env)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]events.RolloutProgressedV2, len(cut))
-	for i, cs := range cut {
-		out[i] = head
-		out[i].Piece, out[i].Pieces, out[i].Clusters = i, len(cut), cs
-		if cs == nil {
-			out[i].Clusters = []events.ClusterProgress{}
-		}
-	}
-	return out, nil
+	return revision.Cut(head, clusters, func(p *events.RolloutProgressedV2, piece, pieces int, cs []events.ClusterProgress) {
+		p.Piece, p.Pieces, p.Clusters = piece, pieces, cs
+	})
 }
 
 // removalReason says why a cluster loses the placement.

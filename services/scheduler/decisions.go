@@ -198,23 +198,9 @@ func decisionPieces(r placementRow, prev published, d *schedule.Decision, rev in
 	if d.Type == framework.PickAll {
 		h.Wanted = 0
 	}
-	env, err := revision.EnvelopeBytes(h)
-	if err != nil {
-		return nil, err
-	}
-	cut, err := revision.Split(clusters, env)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]events.PlacementScheduledV2, len(cut))
-	for i, cs := range cut {
-		out[i] = h
-		out[i].Piece, out[i].Pieces, out[i].Clusters = i, len(cut), cs
-		if cs == nil {
-			out[i].Clusters = []events.ClusterDecision{}
-		}
-	}
-	return out, nil
+	return revision.Cut(h, clusters, func(p *events.PlacementScheduledV2, piece, pieces int, cs []events.ClusterDecision) {
+		p.Piece, p.Pieces, p.Clusters = piece, pieces, cs
+	})
 }
 
 // decisionState is what a consumer holds of a decision, by cluster: the
