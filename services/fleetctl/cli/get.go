@@ -141,46 +141,34 @@ func (a *app) describe(ctx context.Context, r resource, names []string) error {
 	defer nc.Close()
 	q := a.queryClient(nc)
 	p := printer.Printer{Now: a.now}
-
-	var missing []error
-	first := true
-	separate := func() {
-		if !first {
-			fmt.Fprintln(a.out)
-		}
-		first = false
-	}
 	switch r {
 	case placements:
-		items, miss, err := fetch(ctx, r, names, "", q.Placements, q.Placement)
-		if err != nil {
-			return err
-		}
-		missing = miss
-		for i := range items {
-			separate()
-			if err := p.DescribePlacement(a.out, &items[i]); err != nil {
-				return err
-			}
-		}
-		if len(items) == 0 && len(names) == 0 {
-			fmt.Fprintln(a.err, "No resources found")
-		}
+		return describeEach(ctx, a, r, names, q.Placements, q.Placement, p.DescribePlacement)
 	case members:
-		items, miss, err := fetch(ctx, r, names, "", q.Members, q.Member)
-		if err != nil {
+		return describeEach(ctx, a, r, names, q.Members, q.Member, p.DescribeMember)
+	}
+	return nil
+}
+
+// describeEach describes the objects named (every one when no names are
+// given), a blank line between two, and then reports the names not found.
+func describeEach[T any](ctx context.Context, a *app, r resource, names []string,
+	list func(context.Context, string) ([]T, error), get func(context.Context, string) (*T, error),
+	describe func(io.Writer, *T) error) error {
+	items, missing, err := fetch(ctx, r, names, "", list, get)
+	if err != nil {
+		return err
+	}
+	for i := range items {
+		if i > 0 {
+			fmt.Fprintln(a.out)
+		}
+		if err := describe(a.out, &items[i]); err != nil {
 			return err
 		}
-		missing = miss
-		for i := range items {
-			separate()
-			if err := p.DescribeMember(a.out, &items[i]); err != nil {
-				return err
-			}
-		}
-		if len(items) == 0 && len(names) == 0 {
-			fmt.Fprintln(a.err, "No resources found")
-		}
+	}
+	if len(items) == 0 && len(names) == 0 {
+		fmt.Fprintln(a.err, "No resources found")
 	}
 	return errors.Join(missing...)
 }
