@@ -183,15 +183,7 @@ func (in *Inputs) Delete(now time.Time) bool {
 // revision.Receive hands them over (in order, each once). An error wrapping
 // revision.ErrMismatch is reported after the revision was applied.
 func (in *Inputs) ApplyDecision(pieces []events.PlacementScheduledV2) error {
-	var d revision.Decision
-	if in.Decision != nil {
-		d = *in.Decision
-	}
-	err := d.Apply(pieces)
-	if err == nil || errors.Is(err, revision.ErrMismatch) {
-		in.Decision = &d
-	}
-	return err
+	return applyRevision(&in.Decision, pieces)
 }
 
 // ApplySnapshot records a resource snapshot unless a newer one is held.
@@ -207,13 +199,23 @@ func (in *Inputs) ApplySnapshot(s *events.SnapshotCreated) bool {
 // revision.Receive hands them over (in order, each once). An error wrapping
 // revision.ErrMismatch is reported after the revision was applied.
 func (in *Inputs) ApplyRollout(pieces []events.RolloutProgressedV2) error {
-	var r revision.Progress
-	if in.Rollout != nil {
-		r = *in.Rollout
+	return applyRevision(&in.Rollout, pieces)
+}
+
+// applyRevision applies one whole revision to a copy of the state held (the
+// zero state when none is) and holds the copy unless the revision failed with
+// an error other than revision.ErrMismatch.
+func applyRevision[S any, PS interface {
+	*S
+	Apply([]P) error
+}, P any](held **S, pieces []P) error {
+	var s S
+	if *held != nil {
+		s = **held
 	}
-	err := r.Apply(pieces)
+	err := PS(&s).Apply(pieces)
 	if err == nil || errors.Is(err, revision.ErrMismatch) {
-		in.Rollout = &r
+		*held = &s
 	}
 	return err
 }
