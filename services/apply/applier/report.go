@@ -118,7 +118,6 @@ func (a *Applier) buildReport(p *placement, takeovers []events.TakeoverDecision)
 		ObservedAt:    now.UTC(),
 		Manifests:     make([]events.ManifestResult, 0, len(p.objects)),
 	}
-	var failed, unavailable, diffFailed int
 	for _, t := range p.objects {
 		if p.strategy.Type != api.ApplyStrategyTypeReportDiff {
 			t.refreshAvailability(period, now)
@@ -134,6 +133,17 @@ func (a *Applier) buildReport(p *placement, takeovers []events.TakeoverDecision)
 			res.FirstDiffedAt = timePtr(t.firstDiffed)
 		}
 		r.Manifests = append(r.Manifests, res)
+	}
+	Summarize(r, p.strategy)
+	return r
+}
+
+// Summarize sets a report's overall conditions from its manifests' results:
+// DiffReported under a ReportDiff strategy, else Applied and Available. The
+// fleet benchmark's simulated members summarise their reports with it too.
+func Summarize(r *events.WorkReported, strategy api.ApplyStrategy) {
+	var failed, unavailable, diffFailed int
+	for _, res := range r.Manifests {
 		switch {
 		case res.Applied.Status == statusFalse && res.Applied.Reason == FailedToReportDiffReason:
 			diffFailed++
@@ -143,8 +153,8 @@ func (a *Applier) buildReport(p *placement, takeovers []events.TakeoverDecision)
 			unavailable++
 		}
 	}
-	n := len(p.objects)
-	if p.strategy.Type == api.ApplyStrategyTypeReportDiff {
+	n := len(r.Manifests)
+	if strategy.Type == api.ApplyStrategyTypeReportDiff {
 		c := events.Condition{Status: statusTrue, Reason: api.DiffReportedStatusTrueReason,
 			Message: fmt.Sprintf("Diff reporting of %d manifest(s) has been completed", n)}
 		if diffFailed+failed > 0 {
@@ -152,7 +162,7 @@ func (a *Applier) buildReport(p *placement, takeovers []events.TakeoverDecision)
 				Message: fmt.Sprintf("Diff reporting failed for %d of %d manifest(s)", diffFailed+failed, n)}
 		}
 		r.DiffReported = &c
-		return r
+		return
 	}
 	switch {
 	case failed > 0:
@@ -171,7 +181,6 @@ func (a *Applier) buildReport(p *placement, takeovers []events.TakeoverDecision)
 				Message: fmt.Sprintf("All %d manifest(s) are available", n)}
 		}
 	}
-	return r
 }
 
 // NextRecheck is when a not-trackable object of the placement will count as

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+
 	"github.com/flotilla-dev/flotilla/events"
 )
 
@@ -15,23 +17,14 @@ import (
 // for the placement. It retries a few times; a report that still cannot be
 // sent is logged, and the next one for the placement goes out regardless.
 func (w *Worker) publish(ctx context.Context, r *events.WorkReported) {
-	digest := reportDigest(r)
+	digest := ReportDigest(r)
 	w.mu.Lock()
 	same := w.published[r.Placement] == digest
 	w.mu.Unlock()
 	if same {
 		return
 	}
-	subject, err := events.WorkStatusSubject(r.Cluster, r.Placement)
-	if err != nil {
-		w.log.Error("cannot publish a report", "placement", r.Placement, "err", err)
-		return
-	}
-	// The id is fixed per report, so a retried publish is dropped as a
-	// duplicate by the bus, and later reports (even identical ones after a
-	// change in between) are not.
-	id := events.ID(r.Cluster, r.Placement, r.ObservedAt.Format(time.RFC3339Nano), digest)
-	ev, err := events.New(events.TypeWorkReported, w.source, subject, id, r)
+	subject, ev, err := ReportEvent(w.source, r, digest)
 	if err != nil {
 		w.log.Error("cannot publish a report", "placement", r.Placement, "err", err)
 		return
@@ -93,9 +86,24 @@ func (w *Worker) dropPending(placement string) {
 	w.mu.Unlock()
 }
 
-// reportDigest identifies what a report says, leaving out when it was
-// observed.
-func reportDigest(r *events.WorkReported) string {
+// ReportEvent is the event that publishes report r, whose ReportDigest is
+// digest, from source, and the subject it goes on. Its id is fixed per
+// report, so a retried publish is dropped as a duplicate by the bus, and
+// later reports (even identical ones after a change in between) are not.
+func ReportEvent(source string, r *events.WorkReported, digest string) (subject string, ev cloudevents.Event, err error) {
+	subject, err = events.WorkStatusSubject(r.Cluster, r.Placement)
+	if err != nil {
+		return "", ev, err
+	}
+	id := events.ID(r.Cluster, r.Placement, r.ObservedAt.Format(time.RFC3339Nano), digest)
+	ev, err = events.New(events.TypeWorkReported, source, subject, id, r)
+	return subject, ev, err
+}
+
+// ReportDigest identifies what a report says, leaving out when it was
+// observed: a report whose digest is the last one published for the
+// placement says nothing new.
+func ReportDigest(r *events.WorkReported) string {
 	c := *r
 	c.ObservedAt = time.Time{}
 	c.Takeovers = make([]events.TakeoverDecision, len(r.Takeovers))

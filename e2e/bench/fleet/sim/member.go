@@ -12,6 +12,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/bus"
+	"github.com/flotilla-dev/flotilla/services/apply/worker"
 )
 
 // member is one simulated member cluster: its placements and timers. It keeps what the
@@ -205,19 +206,13 @@ func (m *member) backoff(attempt int) time.Duration {
 }
 
 // publishReport publishes r unless it says what the last report of the placement said,
-// with the real worker's event id.
+// as the real worker's event: the simulated member publishes exactly when the worker would.
 func (m *member) publishReport(ctx context.Context, p *placement, r *events.WorkReported) {
-	digest := reportDigest(r)
+	digest := worker.ReportDigest(r)
 	if p.published == digest {
 		return
 	}
-	subject, err := events.WorkStatusSubject(r.Cluster, r.Placement)
-	if err != nil {
-		m.log.Error("cannot publish a report", "placement", r.Placement, "err", err)
-		return
-	}
-	id := events.ID(r.Cluster, r.Placement, r.ObservedAt.Format(time.RFC3339Nano), digest)
-	ev, err := events.New(events.TypeWorkReported, m.source, subject, id, r)
+	subject, ev, err := worker.ReportEvent(m.source, r, digest)
 	if err != nil {
 		m.log.Error("cannot publish a report", "placement", r.Placement, "err", err)
 		return

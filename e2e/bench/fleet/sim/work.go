@@ -2,8 +2,6 @@ package sim
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -216,7 +214,6 @@ func (p *placement) report(m *member, now time.Time) *events.WorkReported {
 		Manifests:     make([]events.ManifestResult, 0, len(p.objects)),
 	}
 	held := m.f.opts.SeparateAvailability && now.Before(p.availableAt)
-	var failed, unavailable int
 	for _, t := range p.objects {
 		if strategy.Type != api.ApplyStrategyTypeReportDiff {
 			t.refreshAvailability(period, now, held, p.availableAt)
@@ -224,41 +221,8 @@ func (p *placement) report(m *member, now time.Time) *events.WorkReported {
 		res := t.result
 		res.Resource = t.obj.Resource
 		r.Manifests = append(r.Manifests, res)
-		switch {
-		case res.Applied.Status == statusFalse:
-			failed++
-		case res.Available.Status != statusTrue:
-			unavailable++
-		}
 	}
-	n := len(p.objects)
-	if strategy.Type == api.ApplyStrategyTypeReportDiff {
-		c := events.Condition{Status: statusTrue, Reason: api.DiffReportedStatusTrueReason,
-			Message: fmt.Sprintf("Diff reporting of %d manifest(s) has been completed", n)}
-		if failed > 0 {
-			c = events.Condition{Status: statusFalse, Reason: api.DiffReportedStatusFalseReason,
-				Message: fmt.Sprintf("Diff reporting failed for %d of %d manifest(s)", failed, n)}
-		}
-		r.DiffReported = &c
-		return r
-	}
-	switch {
-	case failed > 0:
-		r.Applied = events.Condition{Status: statusFalse, Reason: api.ApplyFailedReason,
-			Message: fmt.Sprintf("Failed to apply %d of %d manifest(s), please check the `failedPlacements` status", failed, n)}
-		r.Available = events.Condition{Status: statusUnknown, Reason: api.AvailableUnknownReason,
-			Message: "Availability is unknown until every manifest is applied"}
-	default:
-		r.Applied = events.Condition{Status: statusTrue, Reason: api.ApplySucceededReason,
-			Message: fmt.Sprintf("Successfully applied %d manifest(s)", n)}
-		if unavailable > 0 {
-			r.Available = events.Condition{Status: statusFalse, Reason: api.NotAvailableYetReason,
-				Message: fmt.Sprintf("%d of %d manifest(s) are not available yet", unavailable, n)}
-		} else {
-			r.Available = events.Condition{Status: statusTrue, Reason: api.AvailableReason,
-				Message: fmt.Sprintf("All %d manifest(s) are available", n)}
-		}
-	}
+	applier.Summarize(r, strategy)
 	return r
 }
 
@@ -367,19 +331,4 @@ func hasGeneration(gk schema.GroupKind) bool {
 		return gk.Kind == "ReplicationController" || gk.Kind == "Pod"
 	}
 	return !withoutGeneration[gk.Group]
-}
-
-// reportDigest identifies what a report says, leaving out when it was observed: the real
-// worker's digest, so that the simulated member publishes exactly when it would.
-func reportDigest(r *events.WorkReported) string {
-	c := *r
-	c.ObservedAt = time.Time{}
-	c.Takeovers = make([]events.TakeoverDecision, len(r.Takeovers))
-	for i, d := range r.Takeovers {
-		d.DecidedAt = time.Time{}
-		c.Takeovers[i] = d
-	}
-	b, _ := json.Marshal(c)
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:16])
 }
