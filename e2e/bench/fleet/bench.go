@@ -46,42 +46,16 @@ type bench struct {
 // measure makes the members join, places the workload and waits for it to be available,
 // noting when each step ended in b.m.
 func (b *bench) measure(ctx context.Context) error {
-	m := b.m
 	start := time.Now()
-	fmt.Fprintf(b.progress, "%d simulated members joining (%s consumers)\n", b.opts.members, b.opts.consumers)
-	if err := b.wait(ctx, "the members to join", func() bool {
-		select {
-		case <-b.fleet.Joined():
-			return true
-		default:
-			return false
-		}
-	}, b.joinProgress); err != nil {
+	if err := b.join(ctx, start); err != nil {
 		return err
 	}
-	m.joinsPublished = time.Since(start)
-	fmt.Fprintf(b.progress, "every member joined and sent a heartbeat in %s\n", m.joinsPublished.Round(time.Millisecond))
 	if !b.opts.hub {
 		return b.idle(ctx)
 	}
-
-	// The hub has taken the joins in when the scheduler and the status service have
-	// consumed everything the fleet published up to now; one query then checks.
-	seq := b.fleet.Stats().LastSeq
-	if err := b.wait(ctx, "the scheduler and the status service to take in the joins", func() bool {
-		return b.caughtUp(ctx, seq, bus.ConsumerScheduler, bus.ConsumerStatus)
-	}, func() string { return b.consumerProgress(ctx, seq) }); err != nil {
+	if err := b.hubTakesJoins(ctx, start); err != nil {
 		return err
 	}
-	m.hubJoined = time.Since(start)
-	joined := 0
-	if err := b.waitEvery(ctx, "the status service to list every member joined and healthy", 5*time.Second, func() bool {
-		joined = b.joinedMembers(ctx)
-		return joined == b.opts.members
-	}, func() string { return fmt.Sprintf("%d of %d joined and healthy", joined, b.opts.members) }); err != nil {
-		return err
-	}
-	fmt.Fprintf(b.progress, "the hub took in every join and first heartbeat %s after the first join\n", m.hubJoined.Round(time.Millisecond))
 
 	want := b.opts.pick
 	if want == 0 {
@@ -99,13 +73,71 @@ func (b *bench) measure(ctx context.Context) error {
 		defer stop()
 	}
 	applyAt := time.Now()
+	if err := b.place(ctx, want); err != nil {
+		return err
+	}
+	if err := b.waitAvailable(ctx, applyAt, want, scheduled); err != nil {
+		return err
+	}
+	return b.idle(ctx)
+}
+
+// join waits for every simulated member to join and send a heartbeat.
+func (b *bench) join(ctx context.Context, start time.Time) error {
+	fmt.Fprintf(b.progress, "%d simulated members joining (%s consumers)\n", b.opts.members, b.opts.consumers)
+	if err := b.wait(ctx, "the members to join", func() bool {
+		select {
+		case <-b.fleet.Joined():
+			return true
+		default:
+			return false
+		}
+	}, b.joinProgress); err != nil {
+		return err
+	}
+	b.m.joinsPublished = time.Since(start)
+	fmt.Fprintf(b.progress, "every member joined and sent a heartbeat in %s\n", b.m.joinsPublished.Round(time.Millisecond))
+	return nil
+}
+
+// hubTakesJoins waits for the hub to take the joins in.
+func (b *bench) hubTakesJoins(ctx context.Context, start time.Time) error {
+	// The hub has taken the joins in when the scheduler and the status service have
+	// consumed everything the fleet published up to now; one query then checks.
+	seq := b.fleet.Stats().LastSeq
+	if err := b.wait(ctx, "the scheduler and the status service to take in the joins", func() bool {
+		return b.caughtUp(ctx, seq, bus.ConsumerScheduler, bus.ConsumerStatus)
+	}, func() string { return b.consumerProgress(ctx, seq) }); err != nil {
+		return err
+	}
+	b.m.hubJoined = time.Since(start)
+	joined := 0
+	if err := b.waitEvery(ctx, "the status service to list every member joined and healthy", 5*time.Second, func() bool {
+		joined = b.joinedMembers(ctx)
+		return joined == b.opts.members
+	}, func() string { return fmt.Sprintf("%d of %d joined and healthy", joined, b.opts.members) }); err != nil {
+		return err
+	}
+	fmt.Fprintf(b.progress, "the hub took in every join and first heartbeat %s after the first join\n", b.m.hubJoined.Round(time.Millisecond))
+	return nil
+}
+
+// place applies the benchmark's placement, on want clusters, with fleetctl.
+func (b *bench) place(ctx context.Context, want int) error {
 	if err := b.fleetctl(ctx, placementYAML(b.opts.pick, b.opts.objects)); err != nil {
 		return err
 	}
-	m.placed = true
+	b.m.placed = true
 	fmt.Fprintf(b.progress, "placement %s applied with fleetctl (%s on %d clusters, %d objects)\n",
 		placementName, policyName(b.opts.pick), want, b.opts.objects)
+	return nil
+}
 
+// waitAvailable waits for the placement applied at applyAt to be applied and available on
+// want clusters, noting when it was scheduled (scheduled: when the first decision was seen),
+// applied and available, and when the fleet's first work and last report came.
+func (b *bench) waitAvailable(ctx context.Context, applyAt time.Time, want int, scheduled func() time.Time) error {
+	m := b.m
 	// The placement's status is read when the status service has consumed a report it has
 	// not read the status after yet (a status of thousands of clusters is megabytes: polling
 	// it would load the status service more than the fleet does), and every 30 s besides.
@@ -153,7 +185,7 @@ func (b *bench) measure(ctx context.Context) error {
 		}
 		return s
 	}
-	err = b.wait(ctx, "the placement to be applied and available everywhere", poll, status)
+	err := b.wait(ctx, "the placement to be applied and available everywhere", poll, status)
 	if crp != nil {
 		m.lastStatus = summarize(crp, want)
 	}
@@ -166,7 +198,7 @@ func (b *bench) measure(ctx context.Context) error {
 		return err
 	}
 	fmt.Fprintf(b.progress, "applied everywhere after %s, available after %s\n", m.applied.Round(time.Millisecond), m.available.Round(time.Millisecond))
-	return b.idle(ctx)
+	return nil
 }
 
 func startCPUProfile(path string) (stop func(), err error) {
