@@ -26,13 +26,13 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/flotilla-dev/flotilla/e2e/bench/benchkit"
 	"github.com/flotilla-dev/flotilla/e2e/bench/fleet/sim"
 	"github.com/flotilla-dev/flotilla/services/fleetctl/query"
 )
@@ -100,12 +100,12 @@ func run(ctx context.Context, o options, out, progress io.Writer) (err error) {
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
 		return fmt.Errorf("-log-level: %w", err)
 	}
-	dataDir, cleanUp, err := prepareDataDir(o, progress)
+	dataDir, cleanUp, err := benchkit.DataDir(o.dataDir, "flotilla-fleet-", o.keep, progress)
 	if err != nil {
 		return err
 	}
 	defer func() { cleanUp(err) }()
-	logf, err := os.Create(filepath.Join(dataDir, "flotilla.log"))
+	logf, err := os.Create(filepath.Join(dataDir, benchkit.LogFile))
 	if err != nil {
 		return err
 	}
@@ -187,54 +187,7 @@ func run(ctx context.Context, o options, out, progress io.Writer) (err error) {
 	}
 	m.print(out, w)
 	if runErr != nil {
-		fmt.Fprintf(progress, "\nthe services' log: %s\n", filepath.Join(dataDir, "flotilla.log"))
+		fmt.Fprintf(progress, "\nthe services' log: %s\n", filepath.Join(dataDir, benchkit.LogFile))
 	}
 	return runErr
-}
-
-// prepareDataDir returns the data dir and what to do with it at the end: a temporary one is
-// removed unless kept, after showing the tail of the log when the benchmark failed.
-func prepareDataDir(o options, progress io.Writer) (dir string, cleanUp func(err error), err error) {
-	cleanUp = func(error) {}
-	dir = o.dataDir
-	if dir != "" {
-		return dir, cleanUp, os.MkdirAll(dir, 0o755)
-	}
-	// Under /tmp and world-readable: a local PostgreSQL runs as the postgres user when this
-	// runs as root, and must reach its data there.
-	if dir, err = os.MkdirTemp("/tmp", "flotilla-fleet-"); err != nil {
-		return "", nil, err
-	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		return "", nil, err
-	}
-	if o.keep {
-		fmt.Fprintf(progress, "data dir (kept): %s\n", dir)
-		return dir, cleanUp, nil
-	}
-	return dir, func(err error) {
-		if err != nil {
-			fmt.Fprintf(progress, "\nlast lines of the log:\n%s\n", tail(filepath.Join(dir, "flotilla.log"), 30))
-		}
-		// PostgreSQL's last files can still be going away as it stops: try again a little.
-		for range 10 {
-			if err := os.RemoveAll(dir); err == nil {
-				return
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-		fmt.Fprintf(progress, "could not remove the data dir %s\n", dir)
-	}, nil
-}
-
-func tail(path string, n int) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

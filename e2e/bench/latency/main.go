@@ -35,12 +35,12 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/flotilla-dev/flotilla/e2e/bench/benchkit"
 	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/harness/kube"
 	"github.com/flotilla-dev/flotilla/services/fleetctl/query"
@@ -118,7 +118,7 @@ func run(ctx context.Context, o options, out, progress io.Writer) (err error) {
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
 		return fmt.Errorf("-log-level: %w", err)
 	}
-	dataDir, cleanUp, err := prepareDataDir(o, progress)
+	dataDir, cleanUp, err := benchkit.DataDir(o.dataDir, "flotilla-bench-", o.keep, progress)
 	if err != nil {
 		return err
 	}
@@ -165,36 +165,6 @@ func run(ctx context.Context, o options, out, progress io.Writer) (err error) {
 		strategy += fmt.Sprintf(", %d idle placements in place", o.idle)
 	}
 	return b.runAll(ctx, o, strategy, out)
-}
-
-// prepareDataDir returns the standalone's data dir and what to do with it at
-// the end: a temporary one is removed unless kept, after showing the tail of
-// the services' log when the benchmark failed.
-func prepareDataDir(o options, progress io.Writer) (dir string, cleanUp func(err error), err error) {
-	cleanUp = func(error) {}
-	dir = o.dataDir
-	if dir == "" {
-		// Under /tmp and world-readable: a local PostgreSQL runs as the postgres user when
-		// this runs as root, and must reach its data there.
-		if dir, err = os.MkdirTemp("/tmp", "flotilla-bench-"); err != nil {
-			return "", nil, err
-		}
-		if err := os.Chmod(dir, 0o755); err != nil {
-			return "", nil, err
-		}
-		if !o.keep {
-			cleanUp = func(err error) {
-				if err != nil {
-					fmt.Fprintf(progress, "\nlast lines of the services' log:\n%s\n", tail(filepath.Join(dir, "flotilla.log"), 40))
-				}
-				os.RemoveAll(dir)
-			}
-		}
-	}
-	if o.keep {
-		fmt.Fprintf(progress, "data dir (kept): %s\n", dir)
-	}
-	return dir, cleanUp, nil
 }
 
 // runAll makes the warm-up and the measured runs and prints the results; a
@@ -297,16 +267,4 @@ func (b *bench) waitMembers(ctx context.Context, n int) error {
 		case <-time.After(b.poll):
 		}
 	}
-}
-
-func tail(path string, n int) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
