@@ -18,11 +18,11 @@ func TestSummarize(t *testing.T) {
 	apply := api.ApplyStrategy{Type: api.ApplyStrategyTypeClientSideApply}
 	reportDiff := api.ApplyStrategy{Type: api.ApplyStrategyTypeReportDiff}
 	tests := []struct {
-		name              string
-		strategy          api.ApplyStrategy
-		manifests         []events.ManifestResult
+		name               string
+		strategy           api.ApplyStrategy
+		manifests          []events.ManifestResult
 		applied, available string // reasons
-		diffReported      string
+		diffReported       string
 	}{
 		{"all available", apply, []events.ManifestResult{{Applied: applied, Available: available}, {Applied: applied, Available: available}},
 			api.ApplySucceededReason, api.AvailableReason, ""},
