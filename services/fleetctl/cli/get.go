@@ -68,35 +68,30 @@ func (a *app) get(ctx context.Context, p printer.Printer, r resource, names []st
 	}
 	defer nc.Close()
 	q := a.queryClient(nc)
-
-	var missing []error
 	switch r {
 	case placements:
-		items, miss, err := fetch(ctx, r, names, selector, q.Placements, q.Placement)
-		if err != nil {
-			return err
-		}
-		missing = miss
-		if len(items) > 0 {
-			if err := p.Placements(a.out, items, len(names) == 1); err != nil {
-				return err
-			}
-		} else if len(names) == 0 {
-			a.noResources(p, a.err)
-		}
+		return getEach(ctx, a, p, r, names, selector, q.Placements, q.Placement, p.Placements)
 	case members:
-		items, miss, err := fetch(ctx, r, names, selector, q.Members, q.Member)
-		if err != nil {
+		return getEach(ctx, a, p, r, names, selector, q.Members, q.Member, p.Members)
+	}
+	return nil
+}
+
+// getEach prints the objects named (every one matching selector when no
+// names are given) as one list, and then reports the names not found.
+func getEach[T any](ctx context.Context, a *app, p printer.Printer, r resource, names []string, selector string,
+	list func(context.Context, string) ([]T, error), get func(context.Context, string) (*T, error),
+	show func(w io.Writer, items []T, single bool) error) error {
+	items, missing, err := fetch(ctx, r, names, selector, list, get)
+	if err != nil {
+		return err
+	}
+	if len(items) > 0 {
+		if err := show(a.out, items, len(names) == 1); err != nil {
 			return err
 		}
-		missing = miss
-		if len(items) > 0 {
-			if err := p.Members(a.out, items, len(names) == 1); err != nil {
-				return err
-			}
-		} else if len(names) == 0 {
-			a.noResources(p, a.err)
-		}
+	} else if len(names) == 0 {
+		a.noResources(p, a.err)
 	}
 	return errors.Join(missing...)
 }
