@@ -42,37 +42,10 @@ func startBus(t *testing.T) (*nats.Conn, jetstream.JetStream) {
 	return nc, js
 }
 
-// subjectFor picks the subject an event of typ travels on.
+// subjectFor is the subject the example of typ travels on.
 func subjectFor(t *testing.T, typ string) string {
 	t.Helper()
-	var s string
-	var err error
-	switch strings.Split(typ, ".")[2] {
-	case "placement":
-		if typ == events.TypePlacementScheduled {
-			s, err = events.SchedulingSubject("web-2-crp")
-		} else {
-			s, err = events.PlacementSubject("web-2-crp")
-		}
-	case "member":
-		s, err = events.MemberSubject("member-1")
-	case "hubresource":
-		s, err = events.HubResourceSubject("", "Namespace", "", "web-2")
-	case "resourcesnapshot", "rollout":
-		s, err = events.RolloutSubject("web-2-crp")
-	case "work":
-		if typ == events.TypeWorkReported {
-			s, err = events.WorkStatusSubject("member-1", "web-2-crp")
-		} else {
-			s, err = events.WorkSubject("member-1", "web-2-crp")
-		}
-	case "placementstatus":
-		s, err = events.StatusSubject("web-2-crp")
-	case "outbox":
-		s, err = events.OutboxSubject("web-2-crp")
-	default:
-		t.Fatalf("no subject for %s", typ)
-	}
+	s, err := events.SubjectOf(typ, examples()[typ])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,13 +71,15 @@ func TestEveryEventTypeCrossesTheBus(t *testing.T) {
 		return nil
 	}
 	bustest.Consume(t, js, bus.StreamEvents, bus.ConsumerStatus, record)
-	applyConsumer, err := bus.EnsureApplyConsumer(t.Context(), js, "member-1", bus.TopologyOptions{})
-	if err != nil {
-		t.Fatal(err)
+	// The examples' desired state is member-1's, their tombstone member-2's. Work
+	// events are last-value per subject: the tombstone goes after the desired state.
+	for _, member := range []string{"member-1", "member-2"} {
+		applyConsumer, err := bus.EnsureApplyConsumer(t.Context(), js, member, bus.TopologyOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bustest.Consume(t, js, bus.StreamWork, applyConsumer, record)
 	}
-	// Work events are last-value per subject: publish the tombstone after the
-	// apply consumer has seen the desired state.
-	bustest.Consume(t, js, bus.StreamWork, applyConsumer, record)
 
 	ex := examples()
 	// The tombstone goes last: it replaces the desired state on its subject.
@@ -213,4 +188,78 @@ func TestBadMessagesAreDeadLetteredAndTheQueueMovesOn(t *testing.T) {
 		}
 	}
 	_ = nc
+}
+
+// A member's worker may publish on its own member's subjects. A member.left naming
+// another member, published there, is refused by every consumer before its handler
+// runs, and lands in the dead-letter stream with a reason naming the type, the subject
+// and the rule; the events behind it are still handled.
+func TestForgedEventIsDeadLetteredWithItsReason(t *testing.T) {
+	_, js := startBus(t)
+	var handled atomic.Int32
+	bustest.Consume(t, js, bus.StreamEvents, bus.ConsumerScheduler, func(ctx context.Context, ev cloudevents.Event, m bus.Meta) error {
+		handled.Add(1)
+		return nil
+	})
+	pub := bus.NewPublisher(js)
+	forged, err := events.New(events.TypeMemberLeft, "/flotilla/apply/member-1", "member-2", "forged-1",
+		events.MemberLeft{Name: "member-2", LeavePolicy: events.LeaveDelete})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pub.Publish(t.Context(), "flotilla.member.member-1", forged); err != nil {
+		t.Fatal(err)
+	}
+	beat, err := events.New(events.TypeMemberHeartbeat, "/flotilla/apply/member-1", "member-1", "beat-1",
+		events.MemberHeartbeat{Name: "member-1", Healthy: true, ObservedAt: exampleTime})
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := events.HeartbeatSubject("member-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pub.Publish(t.Context(), own, beat); err != nil {
+		t.Fatal(err)
+	}
+
+	poll.Until(t, patience, "the member's own heartbeat handled", func() error {
+		if handled.Load() != 1 {
+			return fmt.Errorf("handled %d events, want the heartbeat only", handled.Load())
+		}
+		return nil
+	})
+	dl, err := js.OrderedConsumer(t.Context(), bus.StreamDeadLetter, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var letters []jetstream.Msg
+	poll.Until(t, patience, "the forged event dead-lettered", func() error {
+		batch, err := dl.FetchNoWait(10)
+		if err != nil {
+			return err
+		}
+		for m := range batch.Messages() {
+			letters = append(letters, m)
+		}
+		if len(letters) == 0 {
+			return fmt.Errorf("no dead letter yet")
+		}
+		return nil
+	})
+	if len(letters) != 1 || letters[0].Headers().Get("ce-id") != "forged-1" {
+		t.Fatalf("dead letters %d, the first %v; want the forged event alone", len(letters), letters[0].Headers())
+	}
+	h := letters[0].Headers()
+	if h.Get(bus.HeaderDeadLetterSubject) != "flotilla.member.member-1" || h.Get(bus.HeaderDeadLetterConsumer) != bus.ConsumerScheduler {
+		t.Errorf("dead letter headers %v", h)
+	}
+	reason := h.Get(bus.HeaderDeadLetterReason)
+	for _, want := range []string{events.TypeMemberLeft, "flotilla.member.member-1", "flotilla.member.{member} with member = name",
+		`the payload's name is "member-2"`} {
+		if !strings.Contains(reason, want) {
+			t.Errorf("reason %q does not say %q", reason, want)
+		}
+	}
+	t.Logf("reason: %s", reason)
 }

@@ -19,37 +19,6 @@ var ErrUnknownType = errors.New("unknown event type")
 // its type's payload, or whose payload breaks the payload's rules.
 var ErrInvalidPayload = errors.New("invalid payload")
 
-type entry struct {
-	new      func() any
-	validate func(any) error
-}
-
-// catalogue maps every event type to its payload. It is the one place that
-// says which types exist.
-var catalogue = map[string]entry{
-	TypePlacementUpserted:      {func() any { return new(PlacementUpserted) }, validatePlacementUpserted},
-	TypePlacementDeleted:       {func() any { return new(PlacementDeleted) }, validatePlacementDeleted},
-	TypeMemberJoined:           {func() any { return new(MemberJoined) }, validateMemberJoined},
-	TypeMemberUpdated:          {func() any { return new(MemberUpdated) }, validateMemberUpdated},
-	TypeMemberLeft:             {func() any { return new(MemberLeft) }, validateMemberLeft},
-	TypeMemberHeartbeat:        {func() any { return new(MemberHeartbeat) }, validateMemberHeartbeat},
-	TypeHubResourceUpserted:    {func() any { return new(HubResourceUpserted) }, validateHubResourceUpserted},
-	TypeHubResourceDeleted:     {func() any { return new(HubResourceDeleted) }, validateHubResourceDeleted},
-	TypePlacementScheduled:     {func() any { return new(PlacementScheduled) }, validatePlacementScheduled},
-	TypeSnapshotCreated:        {func() any { return new(SnapshotCreated) }, validateSnapshotCreated},
-	TypeWorkDesired:            {func() any { return new(WorkDesired) }, validateWorkDesired},
-	TypeWorkTombstoned:         {func() any { return new(WorkTombstoned) }, validateWorkTombstoned},
-	TypeRolloutProgressed:      {func() any { return new(RolloutProgressed) }, validateRolloutProgressed},
-	TypeWorkReported:           {func() any { return new(WorkReported) }, validateWorkReported},
-	TypePlacementStatusChanged: {func() any { return new(PlacementStatusChanged) }, validatePlacementStatusChanged},
-	TypeOutboxQuarantined:      {func() any { return new(OutboxQuarantined) }, validateOutboxQuarantined},
-
-	// Version 2 of the types that grew with the fleet.
-	TypePlacementScheduledV2:     {func() any { return new(PlacementScheduledV2) }, validatePlacementScheduledV2},
-	TypeRolloutProgressedV2:      {func() any { return new(RolloutProgressedV2) }, validateRolloutProgressedV2},
-	TypePlacementStatusChangedV2: {func() any { return new(PlacementStatusChangedV2) }, validatePlacementStatusChangedV2},
-}
-
 // Types lists every event type in the catalogue.
 func Types() []string {
 	out := make([]string, 0, len(catalogue))

@@ -156,8 +156,10 @@ func TestSubjectNames(t *testing.T) {
 		{must(events.OutboxSubject("web")), "web", ""},
 		{must(events.OutboxSubject("")), "", ""},
 		{must(events.MemberSubject("member.eu-1")), "", "member.eu-1"},
+		{must(events.HeartbeatSubject("member.eu-1")), "", "member.eu-1"},
 		{must(events.WorkSubject("member.eu-1", "web")), "web", "member.eu-1"},
 		{must(events.WorkStatusSubject("member-1", "web.v2")), "web.v2", "member-1"},
+		{must(events.WorkRemovedSubject("member.eu-1", "web.v2")), "web.v2", "member.eu-1"},
 		{must(events.HubResourceSubject("apps", "Deployment", "shop", "web")), "", ""},
 		{"elsewhere.work.member-1.web", "", ""},
 	}

@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
@@ -64,6 +65,29 @@ func examples() map[string]any {
 		events.TypeHubResourceUpserted: events.HubResourceUpserted{Manifest: json.RawMessage(
 			`{"apiVersion":"v1","kind":"Namespace","metadata":{"labels":{"app":"web-2"},"name":"web-2"}}`)},
 		events.TypeHubResourceDeleted: events.HubResourceDeleted{Resource: ns},
+		events.TypeOverrideUpserted: events.OverrideUpserted{ResourceOverride: &api.ResourceOverride{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "placement.kubernetes-fleet.io/v1alpha1", Kind: "ResourceOverride"},
+			ObjectMeta: metav1.ObjectMeta{Name: "web-image", Namespace: "web-2"},
+			Spec: api.ResourceOverrideSpec{
+				Placement:         &api.PlacementRef{Name: "web-2-crp"},
+				ResourceSelectors: []api.ResourceSelector{{Group: "apps", Version: "v1", Kind: "Deployment", Name: "web"}},
+				Policy: &api.OverridePolicy{OverrideRules: []api.OverrideRule{{
+					ClusterSelector: &api.ClusterSelector{ClusterSelectorTerms: []api.ClusterSelectorTerm{{
+						LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"environment": "production"}}}}},
+					JSONPatchOverrides: []api.JSONPatchOverride{
+						{Operator: api.JSONPatchOverrideOpReplace, Path: "/spec/template/spec/containers/0/image",
+							Value: runtime.RawExtension{Raw: []byte(`"nginx:${MEMBER-CLUSTER-LABEL-KEY-region}"`)}},
+						{Operator: api.JSONPatchOverrideOpAdd, Path: "/metadata/labels/cluster",
+							Value: runtime.RawExtension{Raw: []byte(`"${MEMBER-CLUSTER-NAME}"`)}},
+					},
+				}, {
+					ClusterSelector: &api.ClusterSelector{ClusterSelectorTerms: []api.ClusterSelectorTerm{{
+						LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"environment": "test"}}}}},
+					OverrideType: api.DeleteOverrideType,
+				}}},
+			},
+		}},
+		events.TypeOverrideDeleted: events.OverrideDeleted{Override: api.OverrideKey{Kind: api.ClusterResourceOverrideKind, Name: "web-2-labels"}},
 		events.TypePlacementScheduled: events.PlacementScheduled{
 			Placement: "web-2-crp", Generation: 3, PlacementType: api.PickNPlacementType, Wanted: 2,
 			Chosen: []events.ClusterDecision{
@@ -74,7 +98,7 @@ func examples() map[string]any {
 			NotChosen: []events.ClusterDecision{{Cluster: "member-4", Reason: "the cluster does not match required affinity"}},
 			Fulfilled: true,
 		},
-		events.TypeSnapshotCreated: events.SnapshotCreated{Placement: "web-2-crp", Index: 4, Hash: "sha256:3b1f", SelectedResources: []api.ResourceIdentifier{ns}},
+		events.TypeSnapshotCreated: events.SnapshotCreated{Placement: "web-2-crp", Index: 4, Hash: "sha256:3b1f", Pieces: 1, ResourceCount: 1, SelectedResources: []api.ResourceIdentifier{ns}},
 		events.TypeWorkDesired: events.WorkDesired{
 			Cluster: "member-1", Placement: "web-2-crp", ResourceIndex: 4, ResourceHash: "sha256:3b1f", Generation: 3,
 			Manifests:                []json.RawMessage{json.RawMessage(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"web-2"}}`)},
@@ -82,6 +106,7 @@ func examples() map[string]any {
 			DeleteStrategy:           api.DeleteStrategy{PropagationPolicy: api.DeletePropagationPolicyDelete},
 			UnavailablePeriodSeconds: 60,
 		},
+		events.TypeWorkRemoved: events.WorkRemoved{Cluster: "member-2", Placement: "web-2-crp", TombstoneSequence: 42, RemovedAt: exampleTime},
 		events.TypeWorkTombstoned: events.WorkTombstoned{Cluster: "member-2", Placement: "web-2-crp",
 			DeleteStrategy: api.DeleteStrategy{PropagationPolicy: api.DeletePropagationPolicyAbandon}, Reason: "the cluster was unscheduled"},
 		events.TypeRolloutProgressed: events.RolloutProgressed{Placement: "web-2-crp", Generation: 3, ResourceIndex: 4, Clusters: []events.ClusterRollout{
@@ -99,9 +124,15 @@ func examples() map[string]any {
 			}},
 			Takeovers: []events.TakeoverDecision{{Resource: deploy, Mode: api.WhenToTakeOverTypeIfNoDiff,
 				Comparison: api.ComparisonOptionTypePartialComparison, Outcome: "FailedToTakeOver", Diffs: diff, DecidedAt: exampleTime}},
+			Counts:     &events.ManifestCounts{Total: 1, Diffed: 1},
 			Applied:    events.Condition{Status: "False", Reason: "ApplyFailed", Message: "1 manifest failed to apply"},
 			Available:  events.Condition{Status: "Unknown", Reason: "ResourceAvailableUnknown"},
 			ObservedAt: exampleTime,
+		},
+		events.TypeTakeoversDecided: events.TakeoversDecided{
+			Cluster: "member-2", Placement: "web-2-crp", ResourceIndex: 4, Generation: 3,
+			Takeovers: []events.TakeoverDecision{{Resource: deploy, Mode: api.WhenToTakeOverTypeAlways,
+				Comparison: api.ComparisonOptionTypePartialComparison, Outcome: "TakenOver", DecidedAt: exampleTime}},
 		},
 		events.TypePlacementStatusChanged: events.PlacementStatusChanged{Placement: api.ClusterResourcePlacement{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "placement.kubernetes-fleet.io/v1beta1", Kind: "ClusterResourcePlacement"},
@@ -128,6 +159,8 @@ func examples() map[string]any {
 		events.TypeRolloutProgressedV2: events.RolloutProgressedV2{
 			Placement: "web-2-crp", Revision: 7, Piece: 0, Pieces: 1, Generation: 3, ResourceIndex: 4, ClusterCount: 2,
 			Clusters: []events.ClusterProgress{
+				{Cluster: "member-1", Started: true, ResourceIndex: 4, Reason: "RolloutStarted", Message: "Detected the new changes on the resources and started the rollout process",
+					Overrides: &events.ClusterOverrides{ResourceOverrides: []api.NamespacedName{{Name: "web-image-0", Namespace: "web-2"}}}},
 				{Cluster: "member-2", Removed: true},
 				{Cluster: "member-3", Started: false, ResourceIndex: 3, Reason: "RolloutNotStartedYet", Message: "waiting for member-1 to become available (maxUnavailable 1)"},
 			},

@@ -84,6 +84,48 @@ type HubResourceDeleted struct {
 	Resource api.ResourceIdentifier `json:"resource"`
 }
 
+// OverrideUpserted creates or updates a ClusterResourceOverride or a
+// ResourceOverride, as the user wrote it (in any version upstream's documentation
+// uses): exactly one of the two is set. Consumers default and validate it, and
+// refuse an override that selects an object another override of its kind
+// already selects (api.OverrideConflicts).
+//
+// Size bound: an override holds at most 20 selectors and 20 rules of 20 patches;
+// its patch values make the rest (an object, at most api.MaxObjectBytes, is larger).
+type OverrideUpserted struct {
+	ClusterResourceOverride *api.ClusterResourceOverride `json:"clusterResourceOverride,omitempty"`
+	ResourceOverride        *api.ResourceOverride        `json:"resourceOverride,omitempty"`
+}
+
+// Object is the override the event carries, nil when it carries none.
+func (p *OverrideUpserted) Object() api.Object {
+	switch {
+	case p.ClusterResourceOverride != nil:
+		return p.ClusterResourceOverride
+	case p.ResourceOverride != nil:
+		return p.ResourceOverride
+	}
+	return nil
+}
+
+// Key names the override the event carries.
+func (p *OverrideUpserted) Key() api.OverrideKey {
+	switch {
+	case p.ClusterResourceOverride != nil:
+		return api.OverrideKey{Kind: api.ClusterResourceOverrideKind, Name: p.ClusterResourceOverride.Name}
+	case p.ResourceOverride != nil:
+		return api.OverrideKey{Kind: api.ResourceOverrideKind, Namespace: p.ResourceOverride.Namespace, Name: p.ResourceOverride.Name}
+	}
+	return api.OverrideKey{}
+}
+
+// OverrideDeleted deletes an override; the placements it concerned roll out
+// without it (at once when it named its placement, else from their next
+// resource snapshot).
+type OverrideDeleted struct {
+	Override api.OverrideKey `json:"override"`
+}
+
 // DecisionAction says what a scheduling decision did to one cluster.
 type DecisionAction string
 
@@ -125,12 +167,33 @@ type PlacementScheduled struct {
 	Message   string `json:"message,omitempty"`
 }
 
-// SnapshotCreated records an immutable resource snapshot of a placement.
+// SnapshotCreated records an immutable resource snapshot of a placement and
+// the resources it selected. The list grows with the placement, so a snapshot
+// travels in Pieces events (at least one), numbered by Piece from 0, each
+// listing at most MaxPieceClusters resources in the snapshot's order and
+// repeating the other fields; a consumer takes the snapshot once it holds
+// every piece of its index. Events from before pieces have Pieces 0: one
+// piece with the whole list.
+//
+// Size bound: at most MaxPieceClusters (1,000) resources and MaxPieceBytes
+// (256 KiB) of JSON per piece, whatever the size of the placement.
+// TestSnapshotPiecesStayBounded holds it.
 type SnapshotCreated struct {
-	Placement         string                   `json:"placement"`
-	Index             int64                    `json:"index"`
-	Hash              string                   `json:"hash"`
+	Placement string `json:"placement"`
+	Index     int64  `json:"index"`
+	Hash      string `json:"hash"`
+	Piece     int    `json:"piece,omitempty"`
+	Pieces    int    `json:"pieces,omitempty"`
+	// ResourceCount is the length of the whole list, for a consumer to
+	// check what it assembled.
+	ResourceCount     int                      `json:"resourceCount,omitempty"`
 	SelectedResources []api.ResourceIdentifier `json:"selectedResources"`
+}
+
+// Part is the piece's place among its snapshot's pieces: the snapshot index
+// stands for the revision, and every snapshot is whole (a base).
+func (s SnapshotCreated) Part() Part {
+	return Part{Revision: s.Index, Base: true, Piece: s.Piece, Pieces: max(s.Pieces, 1)}
 }
 
 // WorkDesired is the complete desired state of one placement on one cluster.
@@ -180,6 +243,9 @@ type ClusterRollout struct {
 	// Stuck is set when the cluster has not become applied and available
 	// within the rollout deadline.
 	Stuck bool `json:"stuck,omitempty"`
+	// Overrides: see ClusterProgress.Overrides. Only assembled progress
+	// (revision.Progress) holds it; v1 events never carried it.
+	Overrides *ClusterOverrides `json:"overrides,omitempty"`
 }
 
 // RolloutProgressed reports the rollout of a placement's current snapshot.
@@ -234,6 +300,12 @@ type TakeoverDecision struct {
 }
 
 // WorkReported is an apply worker's result for one placement on its cluster.
+//
+// Size bound: at most MaxReportManifests manifests in at most
+// MaxReportManifestBytes of JSON, and at most MaxReportTakeovers takeover
+// decisions in at most MaxReportTakeoverBytes, whatever the size of the
+// placement (see BoundManifests and SplitTakeovers, which producers call; TestReportStaysBounded
+// holds it with 5,000 failing manifests).
 type WorkReported struct {
 	Cluster       string `json:"cluster"`
 	Placement     string `json:"placement"`
@@ -241,14 +313,73 @@ type WorkReported struct {
 	Generation    int64  `json:"generation"`
 	// Deleted is true when the report answers a tombstone: the placement's
 	// objects are gone from (or abandoned on) the cluster.
-	Deleted   bool               `json:"deleted,omitempty"`
-	Manifests []ManifestResult   `json:"manifests"`
+	Deleted bool `json:"deleted,omitempty"`
+	// Manifests lists the manifests' results in the work's order: all of
+	// them when they fit within the bounds, else only those worth showing:
+	// each manifest that failed to apply, is not available yet, drifted or
+	// differs, at most api.MaxReportedPlacements of each kind (the status
+	// shows no more); a manifest applied and available with nothing to show
+	// is then only counted.
+	Manifests []ManifestResult `json:"manifests"`
+	// Counts summarise every manifest of the work, listed or not.
+	Counts *ManifestCounts `json:"counts,omitempty"`
+	// Takeovers are the decisions of the apply run this report answers;
+	// those beyond the bound follow in TakeoversDecided events.
 	Takeovers []TakeoverDecision `json:"takeovers,omitempty"`
 	// Applied and Available summarise the manifests for the cluster.
 	Applied      Condition  `json:"applied"`
 	Available    Condition  `json:"available"`
 	DiffReported *Condition `json:"diffReported,omitempty"`
 	ObservedAt   time.Time  `json:"observedAt"`
+}
+
+// ManifestCounts count a report's manifests by their results.
+type ManifestCounts struct {
+	Total int `json:"total"`
+	// Applied and Available count the manifests whose condition is True.
+	Applied   int `json:"applied"`
+	Available int `json:"available"`
+	// NotTrackable counts the manifests whose availability cannot be
+	// tracked (reason NotTrackable), and NotTrackablePending those of them
+	// not counted available yet.
+	NotTrackable        int `json:"notTrackable,omitempty"`
+	NotTrackablePending int `json:"notTrackablePending,omitempty"`
+	Drifted             int `json:"drifted,omitempty"`
+	Diffed              int `json:"diffed,omitempty"`
+	// Unlisted counts the manifests worth showing that the bounds left out
+	// of the report's list.
+	Unlisted int `json:"unlisted,omitempty"`
+}
+
+// TakeoversDecided carries the takeover decisions of one apply run that did
+// not fit in its WorkReported (a run that adopts many existing objects): the
+// apply worker sends them before the report, in events of at most
+// MaxReportTakeovers decisions and MaxReportTakeoverBytes each, so that the
+// audit trail records every decision.
+//
+// Size bound: that of WorkReported's takeovers, plus two names.
+type TakeoversDecided struct {
+	Cluster       string             `json:"cluster"`
+	Placement     string             `json:"placement"`
+	ResourceIndex int64              `json:"resourceIndex"`
+	Generation    int64              `json:"generation"`
+	Takeovers     []TakeoverDecision `json:"takeovers"`
+}
+
+// WorkRemoved is an apply worker's record that it carried out a tombstone: what the
+// placement had put on the cluster is gone (or, with an Abandon delete strategy, left
+// alone). The worker publishes it on the WORK stream, at WorkRemovedSubject, where it outlives
+// restarts like the tombstone itself; a restarted worker that finds it does not carry out the
+// same tombstone again (with a full scan of its member). Only a member's own worker writes
+// it, and it tells only that worker something.
+//
+// Size bound: two names (each at most 253 bytes), a number and a time: under 1 KB.
+type WorkRemoved struct {
+	Cluster   string `json:"cluster"`
+	Placement string `json:"placement"`
+	// TombstoneSequence is the WORK stream sequence of the tombstone carried out.
+	TombstoneSequence uint64    `json:"tombstoneSequence"`
+	RemovedAt         time.Time `json:"removedAt"`
 }
 
 // PlacementStatusChanged carries a placement with its new Fleet-shaped status.

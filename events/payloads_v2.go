@@ -1,6 +1,7 @@
 package events
 
 import (
+	"slices"
 	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -144,12 +145,51 @@ type ClusterProgress struct {
 	// Stuck is set when the cluster has not become applied and available
 	// within the rollout deadline.
 	Stuck bool `json:"stuck,omitempty"`
+	// Overrides is what the placement's overrides did to the work of a
+	// started cluster; nil when none applies there.
+	Overrides *ClusterOverrides `json:"overrides,omitempty"`
 }
 
-// Rollout is the entry as the v1 progress listed it.
+// Rollout is the entry as the v1 progress listed it, with the overrides.
 func (c ClusterProgress) Rollout() ClusterRollout {
 	return ClusterRollout{Cluster: c.Cluster, Started: c.Started, ResourceIndex: c.ResourceIndex,
-		Reason: c.Reason, Message: c.Message, Stuck: c.Stuck}
+		Reason: c.Reason, Message: c.Message, Stuck: c.Stuck, Overrides: c.Overrides}
+}
+
+// Equal reports whether two entries say the same.
+func (c ClusterProgress) Equal(o ClusterProgress) bool {
+	a, b := c, o
+	a.Overrides, b.Overrides = nil, nil
+	return a == b && c.Overrides.Equal(o.Overrides)
+}
+
+// MaxListedOverrides bounds each list of applicable overrides of a cluster.
+const MaxListedOverrides = 100
+
+// ClusterOverrides is what a placement's overrides did to its work on one
+// cluster: upstream's Overridden condition and its lists of applicable
+// overrides.
+//
+// Size bound: at most MaxListedOverrides names in each list (names of at most
+// MaxNameBytes), and Failed of at most MaxMessageBytes.
+type ClusterOverrides struct {
+	// ClusterResourceOverrides and ResourceOverrides name the override
+	// snapshots applied to the cluster's work, as upstream names them
+	// (<override>-<index>, index counting the override's changes from 0).
+	ClusterResourceOverrides []string             `json:"clusterResourceOverrides,omitempty"`
+	ResourceOverrides        []api.NamespacedName `json:"resourceOverrides,omitempty"`
+	// Failed says why the overrides could not be applied on the cluster, such
+	// as the patch and path that failed: the cluster was not sent the work.
+	Failed string `json:"failed,omitempty"`
+}
+
+// Equal reports whether two outcomes say the same; nil is no override.
+func (c *ClusterOverrides) Equal(o *ClusterOverrides) bool {
+	if c == nil || o == nil {
+		return c == o
+	}
+	return c.Failed == o.Failed && slices.Equal(c.ClusterResourceOverrides, o.ClusterResourceOverrides) &&
+		slices.Equal(c.ResourceOverrides, o.ResourceOverrides)
 }
 
 // RolloutProgressedV2 is one piece of one revision of the rollout progress of

@@ -78,7 +78,25 @@ const (
 	QueryListMembers    = "member.list"       // ListQuery -> []api.MemberCluster
 	QueryHistory        = "placement.history" // NameQuery -> PlacementHistory
 	QueryTakeovers      = "takeover.list"     // TakeoverQuery -> []TakeoverRecord
+	QueryGetOverride    = "override.get"      // OverrideQuery -> api.ClusterResourceOverride or api.ResourceOverride
+	QueryListOverrides  = "override.list"     // OverrideListQuery -> the overrides, by namespace and name
 )
+
+// OverrideQuery asks for one override: Kind is api.ClusterResourceOverrideKind
+// or api.ResourceOverrideKind, Namespace empty for the former.
+type OverrideQuery struct {
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+}
+
+// OverrideListQuery asks for the overrides of a kind, of one namespace when
+// Namespace is set, optionally filtered by a label selector in kubectl syntax.
+type OverrideListQuery struct {
+	Kind          string `json:"kind"`
+	Namespace     string `json:"namespace,omitempty"`
+	LabelSelector string `json:"labelSelector,omitempty"`
+}
 
 // NameQuery asks for one object by name.
 type NameQuery struct {

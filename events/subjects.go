@@ -5,13 +5,15 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/events/bus"
 )
 
 // Subjects. Each name becomes one subject token (Kubernetes names may contain
 // dots; see bus.SubjectToken), so that permissions can be scoped to a cluster:
-// an apply worker for cluster c needs flotilla.work.c.>, flotilla.workstatus.c.>
-// and flotilla.member.c only. A name that cannot be a token (empty, or with
+// an apply worker for cluster c publishes on flotilla.workstatus.c.> and
+// flotilla.member.c.heartbeat only. Which event types travel on which subject,
+// naming what, is the catalogue's to say (catalogue.go). A name that cannot be a token (empty, or with
 // '*', '>', '_' or whitespace) is an error.
 
 // PlacementSubject carries placement input events: flotilla.placement.<placement>.
@@ -19,9 +21,20 @@ func PlacementSubject(placement string) (string, error) {
 	return subject("flotilla.placement", placement)
 }
 
-// MemberSubject carries member input events and heartbeats: flotilla.member.<cluster>.
+// MemberSubject carries member input events (joined, updated, left):
+// flotilla.member.<cluster>. They are the operator's to publish, never a worker's.
 func MemberSubject(cluster string) (string, error) {
 	return subject("flotilla.member", cluster)
+}
+
+// HeartbeatSubject carries a member's heartbeats: flotilla.member.<cluster>.heartbeat,
+// the one member subject its apply worker may publish on.
+func HeartbeatSubject(cluster string) (string, error) {
+	s, err := subject("flotilla.member", cluster)
+	if err != nil {
+		return "", err
+	}
+	return s + ".heartbeat", nil
 }
 
 // HubResourceSubject carries hub store events for one object:
@@ -34,6 +47,13 @@ func HubResourceSubject(group, kind, namespace, name string) (string, error) {
 		namespace = "-"
 	}
 	return subject("flotilla.hub", group, kind, namespace, name)
+}
+
+// OverrideSubject carries the events of one override:
+// flotilla.override.<kind>.<namespace|->.<name>, kind being ClusterResourceOverride or
+// ResourceOverride.
+func OverrideSubject(key api.OverrideKey) (string, error) {
+	return subject("flotilla.override", key.Kind, orDash(key.Namespace), key.Name)
 }
 
 // SchedulingSubject carries a placement's decisions: flotilla.scheduling.<placement>.
@@ -51,6 +71,17 @@ func RolloutSubject(placement string) (string, error) {
 // flotilla.work.<cluster>.<placement>.
 func WorkSubject(cluster, placement string) (string, error) {
 	return bus.WorkSubject(cluster, placement)
+}
+
+// WorkRemovedSubject holds an apply worker's record of the last tombstone it carried out for
+// a placement: flotilla.work.<cluster>.<placement>.removed, on the WORK stream beside the
+// desired state, so that the worker reads both with one consumer.
+func WorkRemovedSubject(cluster, placement string) (string, error) {
+	s, err := bus.WorkSubject(cluster, placement)
+	if err != nil {
+		return "", err
+	}
+	return s + ".removed", nil
 }
 
 // WorkStatusSubject carries an apply worker's results for a placement:
@@ -92,9 +123,11 @@ func SubjectNames(subject string) (placement, cluster string) {
 	switch {
 	case len(toks) == 3 && slices.Contains([]string{"placement", "scheduling", "rollout", "status", "outbox"}, toks[1]):
 		return name(toks[2]), ""
-	case len(toks) == 3 && toks[1] == "member":
+	case (len(toks) == 3 || len(toks) == 4 && toks[3] == "heartbeat") && toks[1] == "member":
 		return "", name(toks[2])
 	case len(toks) == 4 && (toks[1] == "work" || toks[1] == "workstatus"):
+		return name(toks[3]), name(toks[2])
+	case len(toks) == 5 && toks[1] == "work" && toks[4] == "removed":
 		return name(toks[3]), name(toks[2])
 	}
 	return "", ""

@@ -10,6 +10,8 @@ const (
 	TypeMemberLeft          = "io.flotilla.member.left.v1"
 	TypeHubResourceUpserted = "io.flotilla.hubresource.upserted.v1"
 	TypeHubResourceDeleted  = "io.flotilla.hubresource.deleted.v1"
+	TypeOverrideUpserted    = "io.flotilla.override.upserted.v1"
+	TypeOverrideDeleted     = "io.flotilla.override.deleted.v1"
 
 	// Scheduler.
 	TypePlacementScheduled = "io.flotilla.placement.scheduled.v1"
@@ -21,8 +23,10 @@ const (
 	TypeRolloutProgressed = "io.flotilla.rollout.progressed.v1"
 
 	// Apply workers.
-	TypeWorkReported    = "io.flotilla.work.reported.v1"
-	TypeMemberHeartbeat = "io.flotilla.member.heartbeat.v1"
+	TypeWorkReported     = "io.flotilla.work.reported.v1"
+	TypeTakeoversDecided = "io.flotilla.work.takeovers.v1"
+	TypeMemberHeartbeat  = "io.flotilla.member.heartbeat.v1"
+	TypeWorkRemoved      = "io.flotilla.work.removed.v1"
 
 	// Status.
 	TypePlacementStatusChanged = "io.flotilla.placementstatus.changed.v1"

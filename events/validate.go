@@ -67,6 +67,36 @@ func prefixed(field string, err error) error {
 	return fmt.Errorf("%s: %w", field, err)
 }
 
+func validateOverrideUpserted(p any) error {
+	v := p.(*OverrideUpserted)
+	if (v.ClusterResourceOverride == nil) == (v.ResourceOverride == nil) {
+		return errors.New("exactly one of clusterResourceOverride and resourceOverride must be set")
+	}
+	switch {
+	case v.ClusterResourceOverride != nil:
+		return prefixed("clusterResourceOverride", api.Validate(clone(v.ClusterResourceOverride)).ToError())
+	default:
+		return prefixed("resourceOverride", api.Validate(clone(v.ResourceOverride)).ToError())
+	}
+}
+
+func validateOverrideDeleted(p any) error {
+	k := p.(*OverrideDeleted).Override
+	switch k.Kind {
+	case api.ClusterResourceOverrideKind:
+		if k.Namespace != "" {
+			return errors.New("override.namespace: must be empty for a ClusterResourceOverride")
+		}
+	case api.ResourceOverrideKind:
+		if err := required("override.namespace", k.Namespace); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("override.kind: %q is not %s or %s", k.Kind, api.ClusterResourceOverrideKind, api.ResourceOverrideKind)
+	}
+	return required("override.name", k.Name)
+}
+
 func validateMemberLeft(p any) error {
 	v := p.(*MemberLeft)
 	switch v.LeavePolicy {
@@ -119,9 +149,25 @@ func validatePlacementScheduled(p any) error {
 	return errors.Join(errs...)
 }
 
+// MaxSnapshotPieces bounds the pieces of one snapshot: a million resources.
+const MaxSnapshotPieces = 1000
+
 func validateSnapshotCreated(p any) error {
 	v := p.(*SnapshotCreated)
-	return errors.Join(required("placement", v.Placement), required("hash", v.Hash))
+	errs := []error{required("placement", v.Placement), required("hash", v.Hash)}
+	switch {
+	case v.Index < 0:
+		errs = append(errs, fmt.Errorf("index: %d is negative", v.Index))
+	case v.Pieces < 0 || v.Pieces > MaxSnapshotPieces:
+		errs = append(errs, fmt.Errorf("pieces: %d is not between 0 and %d", v.Pieces, MaxSnapshotPieces))
+	case v.Piece < 0 || v.Piece >= max(v.Pieces, 1):
+		errs = append(errs, fmt.Errorf("piece: %d is not below pieces (%d)", v.Piece, max(v.Pieces, 1)))
+	case len(v.SelectedResources) > MaxPieceClusters:
+		errs = append(errs, fmt.Errorf("selectedResources: %d in one piece, over %d", len(v.SelectedResources), MaxPieceClusters))
+	case v.ResourceCount < 0:
+		errs = append(errs, fmt.Errorf("resourceCount: %d is negative", v.ResourceCount))
+	}
+	return errors.Join(errs...)
 }
 
 func validateWorkDesired(p any) error {
@@ -150,13 +196,41 @@ func validateWorkTombstoned(p any) error {
 	return errors.Join(required("cluster", v.Cluster), required("placement", v.Placement))
 }
 
+func validateWorkRemoved(p any) error {
+	v := p.(*WorkRemoved)
+	errs := []error{required("cluster", v.Cluster), required("placement", v.Placement)}
+	if v.TombstoneSequence == 0 {
+		errs = append(errs, errors.New("tombstoneSequence: required"))
+	}
+	return errors.Join(errs...)
+}
+
 func validateRolloutProgressed(p any) error {
 	return required("placement", p.(*RolloutProgressed).Placement)
 }
 
 func validateWorkReported(p any) error {
 	v := p.(*WorkReported)
-	return errors.Join(required("cluster", v.Cluster), required("placement", v.Placement))
+	errs := []error{required("cluster", v.Cluster), required("placement", v.Placement),
+		maxItems("manifests", len(v.Manifests), MaxReportManifests), maxItems("takeovers", len(v.Takeovers), MaxReportTakeovers)}
+	if c := v.Counts; c != nil && (c.Total < 0 || c.Applied < 0 || c.Available < 0 || c.Applied > c.Total || c.Available > c.Total ||
+		c.NotTrackablePending > c.NotTrackable || c.NotTrackable > c.Total) {
+		errs = append(errs, fmt.Errorf("counts: %+v do not add up", *c))
+	}
+	return errors.Join(errs...)
+}
+
+func validateTakeoversDecided(p any) error {
+	v := p.(*TakeoversDecided)
+	return errors.Join(required("cluster", v.Cluster), required("placement", v.Placement),
+		maxItems("takeovers", len(v.Takeovers), MaxReportTakeovers))
+}
+
+func maxItems(field string, n, limit int) error {
+	if n > limit {
+		return fmt.Errorf("%s: %d items, over %d", field, n, limit)
+	}
+	return nil
 }
 
 func validatePlacementStatusChanged(p any) error {

@@ -111,6 +111,12 @@ func validateRolloutProgressedV2(p any) error {
 		if v.Base && c.Removed {
 			errs = append(errs, fmt.Errorf("clusters[%d].removed: a base lists only the clusters in the progress", i))
 		}
+		if o := c.Overrides; o != nil {
+			errs = append(errs, validateText(fmt.Sprintf("clusters[%d].overrides.failed", i), o.Failed))
+			if len(o.ClusterResourceOverrides) > MaxListedOverrides || len(o.ResourceOverrides) > MaxListedOverrides {
+				errs = append(errs, fmt.Errorf("clusters[%d].overrides: more than %d overrides listed", i, MaxListedOverrides))
+			}
+		}
 	}
 	errs = append(errs, validatePieceBytes(v))
 	return errors.Join(errs...)

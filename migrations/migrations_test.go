@@ -76,12 +76,16 @@ func TestMigrateCreatesTheSchema(t *testing.T) {
 		"BASE TABLE member_clusters", "BASE TABLE scheduling_decisions", "BASE TABLE apply_results",
 		"BASE TABLE takeover_decisions", "BASE TABLE drift_reports", "BASE TABLE placement_status",
 		"BASE TABLE placement_status_transitions", "BASE TABLE audit_log", "BASE TABLE inbox",
-		"BASE TABLE outbox", "BASE TABLE dead_letters", "BASE TABLE work_blobs",
+		"BASE TABLE outbox", "BASE TABLE work_blobs",
 		"VIEW takeover_history", "VIEW drift_this_week", "VIEW apply_results_latest", "VIEW outbox_quarantine",
 	} {
 		if !have[want] {
 			t.Errorf("schema lacks %s", want)
 		}
+	}
+	// Dead letters are kept in JetStream only (013_drop_dead_letters.sql).
+	if have["BASE TABLE dead_letters"] {
+		t.Error("schema still has the dead_letters table")
 	}
 }
 

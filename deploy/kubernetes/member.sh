@@ -9,6 +9,7 @@
 #   OVERLAY/accounts.conf        NATS users: the control plane, and per member a user
 #                                apply-NAME allowed on NAME's subjects only
 #   OVERLAY/secrets/nats-users.env       a random password per member (kept once made)
+#   OVERLAY/secrets/tls/, members/NAME/  NATS client certificates (deploy/tls.sh)
 #
 # Usage:
 #   member.sh add OVERLAY NAME [KUBECONFIG]   add or update member NAME (a placeholder
@@ -55,22 +56,27 @@ members() { # the member folders of OVERLAY, sorted
 
 # nats_user NAME: apply-NAME's entry in accounts.conf. What a worker does on the bus, and the
 # subjects it needs (T: the name as a subject token; events/subjects.go, events/bus/topology.go):
-#   publish results and heartbeats         flotilla.workstatus.T.>, flotilla.member.T
+#   publish results and heartbeats         flotilla.workstatus.T.>, flotilla.member.T.heartbeat
+#                                          (flotilla.member.T itself, where the operator's
+#                                          join, update and leave travel, is not the worker's)
 #   dead-letter what it cannot apply       flotilla.deadletter.apply-T
+#   record a tombstone it carried out      flotilla.work.T.*.removed (on WORK, beside the desired
+#                                          state, which stays the rollout's alone to write)
 #   create/read its durable consumer       $JS.API.CONSUMER.CREATE|INFO.WORK.apply-T
 #   pull and acknowledge its work          $JS.API.CONSUMER.MSG.NEXT.WORK.apply-T, $JS.ACK.WORK.apply-T.>
 #   replay the desired state at start      consumer replay-T: CREATE (filter flotilla.work.T.> in
 #                                          the subject), INFO, MSG.NEXT, DELETE
 #   fetch its large work (claim checks)    $JS.API.DIRECT.GET.WORKBLOBS.flotilla.blob.work.T.>
-#   receive replies (pulls, publish acks)  _INBOX.>
-# It may not publish work (only rollout does), touch streams, or name another member.
+#   receive replies (pulls, publish acks)  _INBOX.apply-T.>, its own inbox prefix
+#                                          (events/bus.MemberInboxPrefix), never _INBOX.>
+# It may not publish work (only rollout does), touch streams, or name another member. What it
+# publishes on its subjects must also name NAME: every consumer checks an event's payload
+# against its subject (events/catalogue.go) and dead-letters what names another member.
 #
 # A consumer created through $JS.API.CONSUMER.CREATE.<stream>.<name>.<filter> must have that
 # filter (the server checks), so only that form pins a worker to its own work. The unfiltered
 # form for apply-T remains while events/bus creates the durable with FilterSubjects (which
 # nats.go sends unfiltered); it lets a worker give its own consumer another filter.
-# _INBOX.> is shared by all clients; a per-worker inbox prefix in the worker would let it
-# narrow to _INBOX_apply-T.> (deploy/README.md).
 nats_user() {
 	local name=$1 t key
 	t=$(token "$name")
@@ -84,8 +90,9 @@ nats_user() {
           publish: {
             allow: [
               "flotilla.workstatus.$t.>"
-              "flotilla.member.$t"
+              "flotilla.member.$t.heartbeat"
               "flotilla.deadletter.apply-$t"
+              "flotilla.work.$t.*.removed"
               "\$JS.API.CONSUMER.CREATE.WORK.apply-$t.flotilla.work.$t.>"
               "\$JS.API.CONSUMER.INFO.WORK.apply-$t"
               "\$JS.API.CONSUMER.MSG.NEXT.WORK.apply-$t"
@@ -101,8 +108,8 @@ nats_user() {
             allow: [
               "flotilla.work.$t.>"
               "flotilla.workstatus.$t.>"
-              "flotilla.member.$t"
-              "_INBOX.>"
+              "flotilla.member.$t.heartbeat"
+              "_INBOX.apply-$t.>"
             ]
           }
         }
@@ -189,6 +196,9 @@ add_member() {
 		render "$templates/kubeconfig.tmpl" "$name" >"$dir/kubeconfig"
 		echo "member.sh: $dir/kubeconfig is a placeholder: replace it with $name's kubeconfig" >&2
 	fi
+	# Its NATS client certificate, from the overlay's CA (made there first if need be).
+	bash "$here/tls.sh" "$overlay/secrets/tls" "$name"
+	cp "$overlay/secrets/tls/"{ca.pem,"apply-$name.pem","apply-$name-key.pem"} "$dir/"
 	sync_overlay "$overlay"
 	echo "member.sh: member $name in $overlay (apply-$name); deploy with: kubectl apply -k $overlay" >&2
 }

@@ -179,6 +179,23 @@ func TestPickAllOver5000MembersStaysBounded(t *testing.T) {
 
 	// Every message on EVENTS, the member joins and the 5,000-cluster
 	// decision, progress and status among them, is within the bound.
+	byType := eventsWithinBound(t, env)
+	for _, typ := range []string{events.TypePlacementScheduledV2, events.TypeRolloutProgressedV2, events.TypePlacementStatusChangedV2} {
+		if byType[typ] == 0 {
+			t.Errorf("no %s on the stream", typ)
+		}
+	}
+	var quarantined int
+	if err := env.Pool.QueryRow(t.Context(), `select count(*) from outbox where quarantined_at is not null`).Scan(&quarantined); err != nil || quarantined != 0 {
+		t.Errorf("%d events quarantined (%v)", quarantined, errors.Join(err))
+	}
+}
+
+// eventsWithinBound reads the whole EVENTS stream, checks that no message is
+// over the bound of a piece, logs the largest of each type and returns how
+// many of each there are.
+func eventsWithinBound(t *testing.T, env *servicetest.Env) map[string]int {
+	t.Helper()
 	stream, err := env.JS.Stream(t.Context(), bus.StreamEvents)
 	if err != nil {
 		t.Fatal(err)
@@ -191,10 +208,7 @@ func TestPickAllOver5000MembersStaysBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	type largest struct {
-		size, count int
-	}
-	byType := map[string]*largest{}
+	largest, counts := map[string]int{}, map[string]int{}
 	for seen := uint64(0); seen < info.State.Msgs; seen++ {
 		msg, err := cons.Next(jetstream.FetchMaxWait(10 * time.Second))
 		if err != nil {
@@ -210,30 +224,17 @@ func TestPickAllOver5000MembersStaysBounded(t *testing.T) {
 		if size > bound {
 			t.Errorf("a %s on %s is %d bytes, over %d", typ, msg.Subject(), size, bound)
 		}
-		l := byType[typ]
-		if l == nil {
-			l = &largest{}
-			byType[typ] = l
-		}
-		l.size, l.count = max(l.size, size), l.count+1
+		largest[typ], counts[typ] = max(largest[typ], size), counts[typ]+1
 	}
-	types := make([]string, 0, len(byType))
-	for typ := range byType {
+	types := make([]string, 0, len(counts))
+	for typ := range counts {
 		types = append(types, typ)
 	}
 	sort.Strings(types)
 	for _, typ := range types {
-		t.Logf("%-42s %6d events, the largest %7d bytes", typ, byType[typ].count, byType[typ].size)
+		t.Logf("%-42s %6d events, the largest %7d bytes", typ, counts[typ], largest[typ])
 	}
-	for _, typ := range []string{events.TypePlacementScheduledV2, events.TypeRolloutProgressedV2, events.TypePlacementStatusChangedV2} {
-		if byType[typ] == nil {
-			t.Errorf("no %s on the stream", typ)
-		}
-	}
-	var quarantined int
-	if err := env.Pool.QueryRow(t.Context(), `select count(*) from outbox where quarantined_at is not null`).Scan(&quarantined); err != nil || quarantined != 0 {
-		t.Errorf("%d events quarantined (%v)", quarantined, errors.Join(err))
-	}
+	return counts
 }
 
 func subject(s string, err error) string {

@@ -17,6 +17,8 @@ import (
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/bus"
 	"github.com/flotilla-dev/flotilla/harness/kube"
+	"github.com/flotilla-dev/flotilla/harness/poll"
+	"github.com/flotilla-dev/flotilla/platform/service"
 	"github.com/flotilla-dev/flotilla/services/apply/worker"
 )
 
@@ -52,11 +54,7 @@ func TestApplyWorkerRunsWithItsOwnNATSUser(t *testing.T) {
 	if !ok {
 		t.Fatalf("no apply worker for %s", member)
 	}
-	wnc := connect(t, natsURL(t, r, deployment, s))
-	wjs, err := jetstream.New(wnc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	workerNATS := deploymentNATS(t, r, deployment, s)
 	env := kube.StartTWith(t, kube.Options{Members: []string{member}, NoControllerManager: true})
 
 	// The control plane's desired state for the member, before the worker starts: it must
@@ -114,8 +112,12 @@ func TestApplyWorkerRunsWithItsOwnNATSUser(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		stopped <- worker.RunMembers(ctx, wjs, []worker.Member{{Name: member, REST: env.RESTConfig(member)}},
-			worker.Config{Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+		// As the Deployment runs it: --cluster and --kubeconfig, the URL with its user.
+		stopped <- worker.Run(ctx, worker.Options{
+			Options: service.Options{Role: service.Member, NATS: workerNATS,
+				Logger: slog.New(slog.NewTextHandler(t.Output(), nil))},
+			Cluster: member, Kubeconfig: env.Kubeconfig(member),
+		})
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -131,12 +133,22 @@ func TestApplyWorkerRunsWithItsOwnNATSUser(t *testing.T) {
 	}()
 	select {
 	case err := <-stopped:
-		t.Fatalf("the apply worker stopped with its own NATS user's permissions: %v (last NATS error: %v)", err, wnc.LastError())
+		t.Fatalf("the apply worker stopped with its own NATS user's permissions: %v", err)
 	case err := <-got:
 		if err != nil {
-			t.Fatalf("no work report from the apply worker: %v (last NATS error: %v)", err, wnc.LastError())
+			t.Fatalf("no work report from the apply worker: %v", err)
 		}
 	}
+
+	// Its heartbeats travel on the one member subject it may publish on.
+	stream, err := cjs.Stream(ctx, bus.StreamEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, time.Minute, "a heartbeat from the worker", func() error {
+		_, err := stream.GetLastMsgForSubject(ctx, must(events.HeartbeatSubject(member)))
+		return err
+	})
 
 	cs, err := kubernetes.NewForConfig(env.RESTConfig(member))
 	if err != nil {
@@ -147,5 +159,29 @@ func TestApplyWorkerRunsWithItsOwnNATSUser(t *testing.T) {
 	}
 	if _, err := cs.CoreV1().ConfigMaps("deploy-check").Get(ctx, "large", metav1.GetOptions{}); err != nil {
 		t.Errorf("the work's manifests, fetched by claim check, were not applied to %s: %v", member, err)
+	}
+
+	// A tombstone: the worker carries it out and records that on the bus, with its own
+	// user's permissions, so that a restart does not carry it out again.
+	tomb, err := events.New(events.TypeWorkTombstoned, "/flotilla/rollout", work.Placement, events.ID("deploy-check-tombstone", member),
+		events.WorkTombstoned{Cluster: member, Placement: work.Placement, Reason: "deploy check"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bus.NewPublisher(cjs).Publish(ctx, subject, tomb); err != nil {
+		t.Fatal(err)
+	}
+	removed, err := events.WorkRemovedSubject(member, work.Placement)
+	if err != nil {
+		t.Fatal(err)
+	}
+	records, err := cjs.OrderedConsumer(ctx, bus.StreamWork, jetstream.OrderedConsumerConfig{FilterSubjects: []string{removed}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait, cancelWait := context.WithTimeout(ctx, 3*time.Minute) // a bound, not an expectation
+	defer cancelWait()
+	if _, err := records.Next(jetstream.FetchContext(wait)); err != nil {
+		t.Fatalf("no record of the tombstone carried out: %v", err)
 	}
 }

@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -18,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	appsv1 "k8s.io/api/apps/v1"
 
+	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/bus"
 )
 
@@ -31,6 +33,7 @@ func natsOptions(t *testing.T, r rendered) *server.Options {
 			t.Fatal(err)
 		}
 	}
+	mountNATSTLS(t, r, dir)
 	for key, value := range r.secret(t, "flotilla-nats-users").Data {
 		t.Setenv(key, string(value))
 	}
@@ -67,8 +70,9 @@ func confinementOf(member string, others []string) confinement {
 	c := confinement{
 		pubAllow: []string{
 			"flotilla.workstatus." + m + ".web",
-			"flotilla.member." + m,
+			"flotilla.member." + m + ".heartbeat",
 			"flotilla.deadletter.apply-" + m,
+			"flotilla.work." + m + ".web.removed", // a tombstone it carried out
 			// The unfiltered form stays while events/bus creates the durable with
 			// FilterSubjects, which nats.go sends without the filter in the subject.
 			"$JS.API.CONSUMER.CREATE.WORK.apply-" + m + ".flotilla.work." + m + ".>",
@@ -88,6 +92,9 @@ func confinementOf(member string, others []string) confinement {
 			"$JS.API.CONSUMER.CREATE.WORK.replay-" + m + ".flotilla.work.>",
 			"$JS.API.CONSUMER.CREATE.WORK.ephemeral",
 			"flotilla.work." + m + ".web", // desired state is the rollout's to write
+			"flotilla.member." + m,        // membership (join, update, leave) is the operator's
+			"_INBOX." + m + ".reply",      // a reply forged into someone's request
+			"flotilla.work." + m + ".web.other",
 			"flotilla.placement.web",
 			"flotilla.hub.apps.Deployment.default.web",
 			"flotilla.scheduling.web",
@@ -117,7 +124,8 @@ func confinementOf(member string, others []string) confinement {
 			"flotilla.work." + m + ".>",
 			"flotilla.work." + m + ".web",
 			"flotilla.workstatus." + m + ".web",
-			"flotilla.member." + m,
+			"flotilla.member." + m + ".heartbeat",
+			"_INBOX.apply-" + m + ".>", // its own inbox (bus.MemberInboxPrefix)
 		},
 		subDeny: []string{
 			">",
@@ -126,6 +134,12 @@ func confinementOf(member string, others []string) confinement {
 			"flotilla.work.*.web",
 			"flotilla.placement.web",
 			"$JS.ACK.>",
+			// Every inbox but its own: replies to the services, fleetctl and other clients.
+			"_INBOX.>",
+			"_INBOX.*.>",
+			"_INBOX.scheduler.>",
+			"_INBOX.status.>",
+			"_INBOX.fleetctl.>",
 		},
 	}
 	for _, other := range others {
@@ -133,7 +147,9 @@ func confinementOf(member string, others []string) confinement {
 		c.pubDeny = append(c.pubDeny,
 			"flotilla.workstatus."+o+".web",
 			"flotilla.member."+o,
+			"flotilla.member."+o+".heartbeat",
 			"flotilla.deadletter.apply-"+o,
+			"flotilla.work."+o+".web.removed",
 			"$JS.API.CONSUMER.CREATE.WORK.apply-"+o,
 			"$JS.API.CONSUMER.CREATE.WORK.apply-"+o+".flotilla.work."+o+".>",
 			"$JS.API.CONSUMER.CREATE.WORK.apply-"+m+".flotilla.work."+o+".>",
@@ -154,7 +170,9 @@ func confinementOf(member string, others []string) confinement {
 			"flotilla.work."+o+".web",
 			"flotilla.workstatus."+o+".web",
 			"flotilla.member."+o,
+			"flotilla.member."+o+".heartbeat",
 			"$JS.ACK.WORK.apply-"+o+".>",
+			"_INBOX.apply-"+o+".>",
 		)
 	}
 	return c
@@ -290,9 +308,10 @@ func natsURL(t *testing.T, r rendered, d appsv1.Deployment, s *server.Server) st
 	return u.String()
 }
 
-func connect(t *testing.T, rawURL string) *nats.Conn {
+func connect(t *testing.T, rawURL string, opts ...nats.Option) *nats.Conn {
 	t.Helper()
-	nc, err := nats.Connect(rawURL, nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	opts = append([]nats.Option{nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}), exampleClientTLS(t)}, opts...)
+	nc, err := nats.Connect(rawURL, opts...)
 	if err != nil {
 		t.Fatalf("connect as %s: %v", userOf(rawURL), err)
 	}
@@ -334,7 +353,8 @@ func TestNATSConfinesApplyWorkersOnARealServer(t *testing.T) {
 	for _, member := range members {
 		t.Run(member, func(t *testing.T) {
 			others := slices.DeleteFunc(slices.Clone(members), func(o string) bool { return o == member })
-			nc := connect(t, natsURL(t, r, workers[member], s))
+			// Replies come back under the worker's own inbox prefix, the only one it may read.
+			nc := connect(t, natsURL(t, r, workers[member], s), nats.CustomInboxPrefix(must(bus.MemberInboxPrefix(member))))
 			if got := userOf(natsURL(t, r, workers[member], s)); got != "apply-"+member {
 				t.Errorf("worker connects as %s", got)
 			}
@@ -372,7 +392,12 @@ func runWorker(t *testing.T, ctx context.Context, control jetstream.JetStream, n
 	if _, err := control.Publish(ctx, broken, []byte("not a CloudEvent")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := bus.NewPublisher(control).Publish(ctx, work, testEvent("work-"+member, work)); err != nil {
+	desired, err := events.New(events.TypeWorkDesired, "/flotilla/rollout", "web", "work-"+member,
+		events.WorkDesired{Cluster: member, Placement: "web", Manifests: []json.RawMessage{namespaceManifest("web", nil)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bus.NewPublisher(control).Publish(ctx, work, desired); err != nil {
 		t.Fatal(err)
 	}
 
@@ -408,23 +433,33 @@ func runWorker(t *testing.T, ctx context.Context, control jetstream.JetStream, n
 		t.Errorf("worker deletes its replay consumer: %v", err)
 	}
 
-	status := strings.Replace(work, "flotilla.work.", "flotilla.workstatus.", 1)
-	heartbeat := "flotilla.member." + strings.ReplaceAll(member, ".", "_")
+	status := must(events.WorkStatusSubject(member, "web"))
+	heartbeat := must(events.HeartbeatSubject(member))
 	handled := make(chan string, 4)
 	consumeCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
 		done <- bus.Consume(consumeCtx, js, bus.StreamWork, consumer, func(ctx context.Context, ev cloudevents.Event, m bus.Meta) error {
 			pub := bus.NewPublisher(js)
-			if _, err := pub.Publish(ctx, status, testEvent("status-"+ev.ID(), status)); err != nil {
+			report, err := events.New(events.TypeWorkReported, "/flotilla/apply/"+member, "web", "status-"+ev.ID(),
+				events.WorkReported{Cluster: member, Placement: "web", ObservedAt: time.Now().UTC()})
+			if err != nil {
+				return err
+			}
+			if _, err := pub.Publish(ctx, status, report); err != nil {
 				return fmt.Errorf("publish result: %w", err)
 			}
-			if _, err := pub.Publish(ctx, heartbeat, testEvent("heartbeat-"+ev.ID(), heartbeat)); err != nil {
+			beat, err := events.New(events.TypeMemberHeartbeat, "/flotilla/apply/"+member, member, "heartbeat-"+ev.ID(),
+				events.MemberHeartbeat{Name: member, Healthy: true, ObservedAt: time.Now().UTC()})
+			if err != nil {
+				return err
+			}
+			if _, err := pub.Publish(ctx, heartbeat, beat); err != nil {
 				return fmt.Errorf("publish heartbeat: %w", err)
 			}
 			handled <- m.Subject
 			return nil
-		}, bus.WithDoubleAck(), bus.WithLogger(slog.New(slog.NewTextHandler(t.Output(), nil))))
+		}, bus.WithValidator(events.Admit), bus.WithDoubleAck(), bus.WithLogger(slog.New(slog.NewTextHandler(t.Output(), nil))))
 	}()
 	select {
 	case got := <-handled:
@@ -468,16 +503,6 @@ func runWorker(t *testing.T, ctx context.Context, control jetstream.JetStream, n
 	if ci.NumPending != 0 || ci.NumAckPending != 0 {
 		t.Errorf("consumer %s: %d pending, %d unacknowledged: the worker's acks did not land", consumer, ci.NumPending, ci.NumAckPending)
 	}
-}
-
-func testEvent(id, subject string) cloudevents.Event {
-	ev := cloudevents.New()
-	ev.SetID(id)
-	ev.SetType("io.flotilla.test.v1")
-	ev.SetSource("/flotilla/e2e/deploy")
-	ev.SetSubject(subject)
-	_ = ev.SetData("application/json", map[string]string{"subject": subject})
-	return ev
 }
 
 // checkLive checks each subject of c on the server: a denied publish or subscription makes the

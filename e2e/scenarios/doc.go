@@ -16,4 +16,6 @@
 //	              TestSeed001ScaleOutAddsWithoutMoving, TestSeed001MemberLeavesAndIsReplaced
 //	seed 003      TestSeed003EnvelopeIsUnwrappedOnTheMember, TestSeed003EnvelopeFailureNamesTheEnvelope
 //	seed 004      TestSeed004FederalizationAdoptsWithoutRestart
+//	overrides     TestOverridesDifferPerMember
+//	scopes        TestSelectionScopes
 package scenarios

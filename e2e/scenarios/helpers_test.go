@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
+	"github.com/flotilla-dev/flotilla/harness/kube"
 	"github.com/flotilla-dev/flotilla/harness/poll"
 	"github.com/flotilla-dev/flotilla/services/fleetctl/cli"
 )
@@ -30,6 +32,34 @@ const patience = 10 * time.Minute
 // step is the time between two looks while waiting: each look runs fleetctl or calls a
 // member's API server.
 const step = time.Second
+
+// kubectl runs the real kubectl (from the kube binaries, FLOTILLA_KUBE_BIN_DIR) against the
+// stack's hub cluster, as a user types kubectl --kubeconfig <hub> args..., with stdin as its
+// standard input. It returns what kubectl printed on stdout, and stderr within its error.
+func (s *stack) kubectl(ctx context.Context, stdin string, args ...string) (string, error) {
+	bin, err := kube.BinDir()
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, "kubectl"), append([]string{"--kubeconfig", s.HubKubeconfig}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		return out.String(), fmt.Errorf("kubectl %s: %w\n%s", strings.Join(args, " "), err, errOut.String())
+	}
+	return out.String(), nil
+}
+
+// onHub runs kubectl against the hub and fails the test if it fails; it returns stdout.
+func (s *stack) onHub(t *testing.T, stdin string, args ...string) string {
+	t.Helper()
+	out, err := s.kubectl(t.Context(), stdin, args...)
+	if err != nil {
+		t.Fatalf("%v\nstdout:\n%s\ninput:\n%s", err, out, stdin)
+	}
+	return out
+}
 
 // fleetctl runs fleetctl with args against the stack, as a user types it, with stdin as its
 // standard input. It returns what fleetctl printed on stdout and stderr, and its error.
@@ -271,7 +301,7 @@ func (s *stack) memberNames() []string {
 }
 
 // memberClusterFile is the MemberCluster a local member joined with, as standalone wrote it;
-// `fleetctl apply -f` of it joins the member again with its original labels.
+// `kubectl apply -f` of it on the hub joins the member again with its original labels.
 func (s *stack) memberClusterFile(name string) string {
 	return filepath.Join(s.dataDir, "memberclusters", name+".yaml")
 }

@@ -56,7 +56,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// stack is one standalone Flotilla with its local members, shared by the tests of the binary.
+// stack is one standalone Flotilla with its local members and hub cluster (--hub), shared by the
+// tests of the binary. The members joined on the hub, as MemberCluster objects: tests change
+// them there, with kubectl, as a user of a hub does.
 type stack struct {
 	standalone.Endpoints
 	dataDir string
@@ -107,7 +109,9 @@ func startStack() (*stack, error) {
 	cfg := standalone.Config{
 		DataDir:         dir,
 		NATSListen:      "127.0.0.1:0",
+		MetricsListen:   "127.0.0.1:0",
 		LocalMembers:    memberCount,
+		Hub:             true,
 		KubeBinDir:      os.Getenv("FLOTILLA_KUBE_BIN_DIR"),
 		SimulatedNodes:  true,
 		HeartbeatPeriod: heartbeatPeriod,

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	corev1 "k8s.io/api/core/v1"
@@ -89,6 +90,9 @@ const (
 // and member-4 run neither.
 func TestSeed000TakeoverStory(t *testing.T) {
 	s := fleetFor(t)
+	// The audit log keeps every story told on this stack (TestSeed000OnTheHub tells it
+	// with the same placement): this one's starts now.
+	since := s.databaseNow(t)
 	existing := map[string]map[string]string{ // member -> namespace -> team label
 		"member-2": {"web-2": "green", "work-2": "blue"},
 		"member-3": {"web-2": "blue"},
@@ -193,13 +197,13 @@ func TestSeed000TakeoverStory(t *testing.T) {
 			}
 		}
 	}
-	s.expectAuditedTakeovers(t)
+	s.expectAuditedTakeovers(t, since)
 }
 
 // expectAuditedTakeovers runs the README's "who took over what, when, and
-// why" query and checks it tells the story: refused with Never, refused for
-// a difference with IfNoDiff, taken over with Always.
-func (s *stack) expectAuditedTakeovers(t *testing.T) {
+// why" query, from since on, and checks it tells the story: refused with Never,
+// refused for a difference with IfNoDiff, taken over with Always.
+func (s *stack) expectAuditedTakeovers(t *testing.T, since time.Time) {
 	t.Helper()
 	conn, err := pgx.Connect(t.Context(), s.DatabaseURL)
 	if err != nil {
@@ -208,8 +212,8 @@ func (s *stack) expectAuditedTakeovers(t *testing.T) {
 	defer conn.Close(context.Background())
 	rows, err := conn.Query(t.Context(), `
 		select cluster, kind, object, mode, outcome, coalesce(diff_paths::text, '')
-		from takeover_history where placement = 'web-2-crp' and cluster = 'member-3'
-		order by decided_at`)
+		from takeover_history where placement = 'web-2-crp' and cluster = 'member-3' and decided_at >= $1
+		order by decided_at`, since)
 	if err != nil {
 		t.Fatalf("audit query: %v", err)
 	}
@@ -354,4 +358,19 @@ func hasTeamDiff(diffs []api.PatchDetail) bool {
 		}
 	}
 	return false
+}
+
+// databaseNow is the stack's database clock, which stamps the audit history.
+func (s *stack) databaseNow(t *testing.T) time.Time {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), s.DatabaseURL)
+	if err != nil {
+		t.Fatalf("connect to the stack's database: %v", err)
+	}
+	defer conn.Close(context.Background())
+	var now time.Time
+	if err := conn.QueryRow(t.Context(), "select now()").Scan(&now); err != nil {
+		t.Fatal(err)
+	}
+	return now
 }

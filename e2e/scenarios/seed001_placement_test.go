@@ -420,8 +420,8 @@ func TestSeed001MemberLeavesAndIsReplaced(t *testing.T) {
 	t.Cleanup(func() {
 		// Join member-4 again as it first joined, and remove what it kept.
 		ctx := context.Background() // the test's context ends before its cleanup
-		if out, errOut, err := s.fleetctl(ctx, "", "apply", "-f", s.memberClusterFile("member-4")); err != nil {
-			t.Errorf("join member-4 again: %v\n%s%s", err, out, errOut)
+		if out, err := s.kubectl(ctx, "", "apply", "-f", s.memberClusterFile("member-4")); err != nil {
+			t.Errorf("join member-4 again: %v\n%s", err, out)
 		}
 		if err := s.member("member-4").CoreV1().Namespaces().Delete(ctx, "leave-app", metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			t.Errorf("remove namespace leave-app from member-4: %v", err)
@@ -457,8 +457,9 @@ spec:
 	}
 	kept := s.expectSettings(t, "member-1", "leave-app", true)
 
-	out := s.run(t, "delete", "member", "member-4")
-	t.Logf("fleetctl delete member member-4:\n%s", strings.TrimSpace(out))
+	// The member leaves as on a Fleet hub: its MemberCluster is deleted there.
+	out := s.onHub(t, "", "delete", "membercluster", "member-4")
+	t.Logf("kubectl delete membercluster member-4:\n%s", strings.TrimSpace(out))
 	crp = s.placementWhen(t, "crp-leave", "crp-leave to be placed again without member-4", func(crp *api.ClusterResourcePlacement) error {
 		got := scheduledClusters(crp)
 		if len(got) != 2 || slices.Contains(got, "member-4") {
@@ -485,9 +486,9 @@ spec:
 	s.expectSettings(t, "member-4", "leave-app", true)
 }
 
-// relabel changes labels of a member as a user does, by applying its MemberCluster again
-// with them, and waits until `fleetctl get members` shows them. The member's original
-// MemberCluster is applied again when the test ends.
+// relabel changes labels of a member as a user of the hub does, by applying its MemberCluster
+// there again with them, and waits until `fleetctl get members` shows them. The member's
+// original MemberCluster is applied again when the test ends.
 func (s *stack) relabel(t *testing.T, member string, labels map[string]string) {
 	t.Helper()
 	path := s.memberClusterFile(member)
@@ -505,11 +506,11 @@ func (s *stack) relabel(t *testing.T, member string, labels map[string]string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if out, errOut, err := s.fleetctl(context.Background(), "", "apply", "-f", path); err != nil {
-			t.Errorf("restore the labels of %s: %v\n%s%s", member, err, out, errOut)
+		if out, err := s.kubectl(context.Background(), "", "apply", "-f", path); err != nil {
+			t.Errorf("restore the labels of %s: %v\n%s", member, err, out)
 		}
 	})
-	s.apply(t, string(changed))
+	s.onHub(t, string(changed), "apply", "-f", "-")
 	poll.Every(t, step, patience, member+" to show its new labels", func() error {
 		if got := s.labels(t, member); !containsLabels(got, labels) {
 			return fmt.Errorf("labels %v", got)

@@ -146,6 +146,12 @@ func SchedulingPolicyUnfulfilledMessage(found, wanted int) string {
 	return fmt.Sprintf("could not find all the clusters needed as specified by the scheduling policy: found %d of %d", found, wanted)
 }
 
+// OverriddenSucceededPlacementMessage is the message of a True
+// ClusterResourcePlacementOverridden condition when overrides apply on some cluster.
+func OverriddenSucceededPlacementMessage(clusters int) string {
+	return fmt.Sprintf("The selected resources are successfully overridden in %d cluster(s)", clusters)
+}
+
 // PlacementCondition returns the standard placement-level condition of type t
 // with status s, for a placement whose condition concerns the given number of
 // clusters: reason and message are the contract's. Scheduled is not covered

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,7 +21,8 @@ import (
 
 // Object is what Decode returns: one of the typed kinds of this package
 // (*ClusterResourcePlacement, *MemberCluster, *ClusterResourceEnvelope,
-// *ResourceEnvelope, *PropagationPolicy, *ClusterPropagationPolicy) or, for any
+// *ResourceEnvelope, *ClusterResourceOverride, *ResourceOverride,
+// *PropagationPolicy, *ClusterPropagationPolicy) or, for any
 // other Kubernetes manifest, an *unstructured.Unstructured hub resource.
 type Object interface {
 	metav1.Object
@@ -319,12 +321,24 @@ type kindInfo struct {
 }
 
 var knownKinds = map[schema.GroupVersionKind]kindInfo{
-	PlacementGroupVersion.WithKind(ClusterResourcePlacementKind):   {newObject: func() Object { return &ClusterResourcePlacement{} }, normalise: normalisePlacement},
-	PlacementGroupVersion.WithKind(ClusterResourceEnvelopeKind):    {newObject: func() Object { return &ClusterResourceEnvelope{} }},
-	PlacementGroupVersion.WithKind(ResourceEnvelopeKind):           {newObject: func() Object { return &ResourceEnvelope{} }},
-	ClusterGroupVersion.WithKind(MemberClusterKind):                {newObject: func() Object { return &MemberCluster{} }},
 	KubeAdmiralGroupVersion.WithKind(PropagationPolicyKind):        {newObject: func() Object { return &PropagationPolicy{} }},
 	KubeAdmiralGroupVersion.WithKind(ClusterPropagationPolicyKind): {newObject: func() Object { return &ClusterPropagationPolicy{} }},
+}
+
+func init() {
+	for _, v := range FleetVersions {
+		placement := schema.GroupVersion{Group: PlacementGroupVersion.Group, Version: v}
+		knownKinds[placement.WithKind(ClusterResourcePlacementKind)] = kindInfo{newObject: func() Object { return &ClusterResourcePlacement{} }, normalise: normalisePlacement}
+		knownKinds[placement.WithKind(ClusterResourceEnvelopeKind)] = kindInfo{newObject: func() Object { return &ClusterResourceEnvelope{} }}
+		knownKinds[placement.WithKind(ResourceEnvelopeKind)] = kindInfo{newObject: func() Object { return &ResourceEnvelope{} }}
+		cluster := schema.GroupVersion{Group: ClusterGroupVersion.Group, Version: v}
+		knownKinds[cluster.WithKind(MemberClusterKind)] = kindInfo{newObject: func() Object { return &MemberCluster{} }}
+	}
+	for _, v := range OverrideVersions {
+		gv := schema.GroupVersion{Group: PlacementGroupVersion.Group, Version: v}
+		knownKinds[gv.WithKind(ClusterResourceOverrideKind)] = kindInfo{newObject: func() Object { return &ClusterResourceOverride{} }}
+		knownKinds[gv.WithKind(ResourceOverrideKind)] = kindInfo{newObject: func() Object { return &ResourceOverride{} }}
+	}
 }
 
 // reservedGroups are Fleet's own API groups: an object of these groups that
@@ -377,19 +391,34 @@ func decodeObject(n *yaml.Node, apiVersion, kind string, raw rawDocument) (Objec
 }
 
 func unsupportedFleetKind(gvk schema.GroupVersionKind, want schema.GroupVersion, line int) error {
-	var supported []string
+	var supported, versions []string
 	for k := range knownKinds {
-		if k.Group == gvk.Group && k.Kind == gvk.Kind {
-			return ErrorList{{Type: ErrorTypeNotSupported, Field: "apiVersion", Line: line,
-				Detail: fmt.Sprintf("%s is not supported for %s; use %s", gvk.GroupVersion(), gvk.Kind, want)}}
-		}
-		if k.Group == gvk.Group {
+		switch {
+		case k.Group == gvk.Group && k.Kind == gvk.Kind:
+			versions = append(versions, k.GroupVersion().String())
+		case k.Group == gvk.Group:
 			supported = append(supported, k.Kind)
 		}
 	}
+	if len(versions) > 0 {
+		// The preferred version first, as the message has always named it.
+		slices.SortFunc(versions, func(a, b string) int {
+			return cmp.Or(-cmp.Compare(boolInt(a == want.String()), boolInt(b == want.String())), cmp.Compare(a, b))
+		})
+		return ErrorList{{Type: ErrorTypeNotSupported, Field: "apiVersion", Line: line,
+			Detail: fmt.Sprintf("%s is not supported for %s; use %s", gvk.GroupVersion(), gvk.Kind, strings.Join(versions, " or "))}}
+	}
 	slices.Sort(supported)
+	supported = slices.Compact(supported) // kinds are known in several versions
 	return ErrorList{{Type: ErrorTypeNotSupported, Field: "kind", Line: line,
 		Detail: fmt.Sprintf("%s of %s is not supported by Flotilla (supported: %s)", gvk.Kind, gvk.Group, strings.Join(supported, ", "))}}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func decodeUnstructured(n *yaml.Node, raw rawDocument) (Object, []string, error) {

@@ -372,10 +372,12 @@ func TestDecodeMissingTypeInformation(t *testing.T) {
 
 func TestDecodeRejectsUnsupportedFleetKinds(t *testing.T) {
 	tests := []struct{ input, want string }{
-		{"apiVersion: placement.kubernetes-fleet.io/v1\nkind: ClusterResourcePlacement\nmetadata: {name: a}\n",
-			"apiVersion: placement.kubernetes-fleet.io/v1 is not supported for ClusterResourcePlacement; use placement.kubernetes-fleet.io/v1beta1"},
-		{"apiVersion: placement.kubernetes-fleet.io/v1beta1\nkind: ClusterResourceOverride\nmetadata: {name: a}\n",
-			"kind: ClusterResourceOverride of placement.kubernetes-fleet.io is not supported by Flotilla (supported: ClusterResourceEnvelope, ClusterResourcePlacement, ResourceEnvelope)"},
+		{"apiVersion: placement.kubernetes-fleet.io/v1alpha1\nkind: ClusterResourcePlacement\nmetadata: {name: a}\n",
+			"apiVersion: placement.kubernetes-fleet.io/v1alpha1 is not supported for ClusterResourcePlacement; use placement.kubernetes-fleet.io/v1beta1 or placement.kubernetes-fleet.io/v1"},
+		{"apiVersion: placement.kubernetes-fleet.io/v1beta1\nkind: ClusterStagedUpdateRun\nmetadata: {name: a}\n",
+			"kind: ClusterStagedUpdateRun of placement.kubernetes-fleet.io is not supported by Flotilla (supported: ClusterResourceEnvelope, ClusterResourceOverride, ClusterResourcePlacement, ResourceEnvelope, ResourceOverride)"},
+		{"apiVersion: placement.kubernetes-fleet.io/v2\nkind: ClusterResourceOverride\nmetadata: {name: a}\n",
+			"apiVersion: placement.kubernetes-fleet.io/v2 is not supported for ClusterResourceOverride; use placement.kubernetes-fleet.io/v1beta1 or placement.kubernetes-fleet.io/v1 or placement.kubernetes-fleet.io/v1alpha1"},
 	}
 	for _, tt := range tests {
 		_, err := Decode([]byte(tt.input))
@@ -562,5 +564,27 @@ func TestDocumentErrorMessage(t *testing.T) {
 	}
 	if (ErrorList{}).ToError() != nil {
 		t.Error("empty ErrorList.ToError() is not nil")
+	}
+}
+
+// placement.kubernetes-fleet.io/v1 and cluster.kubernetes-fleet.io/v1 read as v1beta1 does,
+// and the objects keep the version written.
+func TestDecodeV1KindsKeepTheirVersion(t *testing.T) {
+	for _, doc := range []string{
+		"apiVersion: placement.kubernetes-fleet.io/v1\nkind: ClusterResourcePlacement\nmetadata: {name: a}\nspec:\n  resourceSelectors: [{group: \"\", version: v1, kind: Namespace, name: app}]\n  policy: {placementType: PickN, numberOfClusters: 2}\n",
+		"apiVersion: cluster.kubernetes-fleet.io/v1\nkind: MemberCluster\nmetadata: {name: member-1, labels: {region: east}}\nspec: {heartbeatPeriodSeconds: 30}\n",
+		"apiVersion: placement.kubernetes-fleet.io/v1\nkind: ResourceEnvelope\nmetadata: {name: e, namespace: app}\ndata:\n  cm.yaml: {apiVersion: v1, kind: ConfigMap, metadata: {name: c}}\n",
+	} {
+		obj, err := Decode([]byte(doc))
+		if err != nil {
+			t.Errorf("Decode: %v\n%s", err, doc)
+			continue
+		}
+		if errs := Validate(obj); len(errs) > 0 {
+			t.Errorf("Validate: %v", errs)
+		}
+		if got := obj.GetObjectKind().GroupVersionKind().Version; got != "v1" {
+			t.Errorf("%T has version %q, want v1 as written", obj, got)
+		}
 	}
 }

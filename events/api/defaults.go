@@ -11,6 +11,26 @@ func Default(obj Object) {
 		SetDefaults(o)
 	case *MemberCluster:
 		SetMemberClusterDefaults(o)
+	case *ClusterResourceOverride:
+		SetOverrideDefaults(o.Spec.Placement, o.Spec.Policy)
+	case *ResourceOverride:
+		SetOverrideDefaults(o.Spec.Placement, o.Spec.Policy)
+	}
+}
+
+// SetOverrideDefaults fills in the defaults of an override's placement
+// reference (scope Cluster) and rules (overrideType JSONPatch).
+func SetOverrideDefaults(ref *PlacementRef, policy *OverridePolicy) {
+	if ref != nil && ref.Scope == "" {
+		ref.Scope = ClusterScoped
+	}
+	if policy == nil {
+		return
+	}
+	for i := range policy.OverrideRules {
+		if policy.OverrideRules[i].OverrideType == "" {
+			policy.OverrideRules[i].OverrideType = JSONPatchOverrideType
+		}
 	}
 }
 

@@ -1,7 +1,9 @@
 // Package api holds the Kubernetes-shaped types Flotilla accepts from users and
 // carries in event payloads: Fleet's ClusterResourcePlacement
-// (placement.kubernetes-fleet.io/v1beta1), MemberCluster
-// (cluster.kubernetes-fleet.io/v1beta1), the envelope kinds, and KubeAdmiral's
+// (placement.kubernetes-fleet.io v1beta1 and v1), MemberCluster
+// (cluster.kubernetes-fleet.io v1beta1 and v1), the envelope kinds, the
+// override kinds (ClusterResourceOverride, ResourceOverride: v1alpha1, v1beta1
+// and v1), and KubeAdmiral's
 // PropagationPolicy (core.kubeadmiral.io/v1alpha1).
 //
 // Go names and JSON tags mirror upstream so that a user's existing YAML works

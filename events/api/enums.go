@@ -32,6 +32,12 @@ var enumValues = map[reflect.Type][]string{
 		string(ConfigMapEnvelopeType), string(ClusterResourceEnvelopeType), string(ResourceEnvelopeType),
 	},
 	reflect.TypeFor[SchedulingMode](): {string(SchedulingModeDuplicate), string(SchedulingModeDivide)},
+	reflect.TypeFor[OverrideType]():   {string(JSONPatchOverrideType), string(DeleteOverrideType)},
+	reflect.TypeFor[ResourceScope]():  {string(ClusterScoped), string(NamespaceScoped)},
+	reflect.TypeFor[SelectionScope](): {string(NamespaceOnly), string(NamespaceWithResources), string(NamespaceWithResourceSelectors)},
+	reflect.TypeFor[JSONPatchOverrideOperator](): {
+		string(JSONPatchOverrideOpAdd), string(JSONPatchOverrideOpRemove), string(JSONPatchOverrideOpReplace),
+	},
 	reflect.TypeFor[PropagationClusterSelectorOperator](): {
 		string(PropagationClusterSelectorOpIn), string(PropagationClusterSelectorOpNotIn), string(PropagationClusterSelectorOpExists),
 		string(PropagationClusterSelectorOpDoesNotExist), string(PropagationClusterSelectorOpGt), string(PropagationClusterSelectorOpLt),

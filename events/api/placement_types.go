@@ -68,6 +68,40 @@ type ClusterResourceSelector struct {
 	Name string `json:"name,omitempty"`
 	// LabelSelector selects resources by their labels.
 	LabelSelector *metav1.LabelSelector `json:"labelSelector,omitempty"`
+	// SelectionScope says what a Namespace selector brings besides the
+	// Namespace: NamespaceWithResources (the default, empty), everything in
+	// it; NamespaceOnly, nothing; NamespaceWithResourceSelectors, what the
+	// placement's other selectors select in it. Ignored for other kinds.
+	SelectionScope SelectionScope `json:"selectionScope,omitempty"`
+}
+
+// SelectionScope is what a Namespace selector selects.
+type SelectionScope string
+
+const (
+	// NamespaceOnly selects the Namespace object only.
+	NamespaceOnly SelectionScope = "NamespaceOnly"
+	// NamespaceWithResources selects the Namespace and every object in it (the default).
+	NamespaceWithResources SelectionScope = "NamespaceWithResources"
+	// NamespaceWithResourceSelectors selects the Namespace, and the placement's
+	// other selectors select namespaced objects within it (cluster-scoped ones
+	// as usual). One such selector at most, by name, and no other Namespace
+	// selector with it.
+	NamespaceWithResourceSelectors SelectionScope = "NamespaceWithResourceSelectors"
+)
+
+// IsNamespace reports whether the selector selects core/v1 Namespaces.
+func (s ClusterResourceSelector) IsNamespace() bool {
+	return s.Group == "" && s.Kind == "Namespace"
+}
+
+// EffectiveSelectionScope is the selection scope in force: NamespaceWithResources
+// when none is given.
+func (s ClusterResourceSelector) EffectiveSelectionScope() SelectionScope {
+	if s.SelectionScope == "" {
+		return NamespaceWithResources
+	}
+	return s.SelectionScope
 }
 
 // PlacementType is how the scheduler picks clusters.

@@ -25,6 +25,10 @@ func Validate(obj Object) ErrorList {
 		return ValidateClusterResourceEnvelope(o)
 	case *ResourceEnvelope:
 		return ValidateResourceEnvelope(o)
+	case *ClusterResourceOverride:
+		return ValidateClusterResourceOverride(o)
+	case *ResourceOverride:
+		return ValidateResourceOverride(o)
 	case *PropagationPolicy:
 		return ValidatePropagationPolicy(o)
 	case *ClusterPropagationPolicy:

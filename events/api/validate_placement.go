@@ -104,6 +104,39 @@ func validateResourceSelectors(p *problems, selectors []ClusterResourceSelector,
 			p.add(ErrorTypeForbidden, sp, "set either name or labelSelector, not both")
 		}
 		validateLabelSelector(p, s.LabelSelector, sp.Child("labelSelector"))
+		if s.SelectionScope != "" && !isEnumValue(s.SelectionScope) {
+			p.add(ErrorTypeNotSupported, sp.Child("selectionScope"), "%q is not supported; use %s", s.SelectionScope, enumList[SelectionScope]())
+		}
+	}
+	validateSelectionScopes(p, selectors, path)
+}
+
+// validateSelectionScopes applies upstream's rules of NamespaceWithResourceSelectors:
+// one such Namespace selector at most, selecting by name, and no other Namespace
+// selector beside it.
+func validateSelectionScopes(p *problems, selectors []ClusterResourceSelector, path *field.Path) {
+	namespaces, scoped := 0, -1
+	for i, s := range selectors {
+		if !s.IsNamespace() || s.Version != "v1" {
+			continue
+		}
+		namespaces++
+		if s.SelectionScope != NamespaceWithResourceSelectors {
+			continue
+		}
+		sp := path.Index(i).Child("selectionScope")
+		if scoped >= 0 {
+			p.add(ErrorTypeForbidden, sp, "only one namespace selector with NamespaceWithResourceSelectors mode is allowed (resourceSelectors[%d] has it)", scoped)
+			continue
+		}
+		scoped = i
+		if s.Name == "" || s.LabelSelector != nil {
+			p.add(ErrorTypeForbidden, sp, "namespace selector with NamespaceWithResourceSelectors mode must select by name (not by label)")
+		}
+	}
+	if scoped >= 0 && namespaces > 1 {
+		p.add(ErrorTypeForbidden, path.Index(scoped).Child("selectionScope"),
+			"when using NamespaceWithResourceSelectors mode, only one namespace selector is allowed (cannot mix with other namespace selectors)")
 	}
 }
 

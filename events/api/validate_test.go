@@ -539,3 +539,15 @@ func TestValidateUnknownObjects(t *testing.T) {
 	assertErrors(t, Validate(nil), []string{": no object to validate"})
 	assertErrors(t, Validate(&metav1.PartialObjectMetadata{}), []string{": cannot validate an object of type *v1.PartialObjectMetadata"})
 }
+
+func TestValidateSpecUpdateIsValidatePlacementUpdate(t *testing.T) {
+	old, new := validPlacement(), validPlacement()
+	old.Spec.Policy = &PlacementPolicy{Tolerations: []Toleration{{Key: "a"}}}
+	new.Spec.Policy = pickN(2)
+	want := []string{
+		"spec.policy.placementType: cannot change from PickAll to PickN; delete the placement and create it again to change its type",
+		`spec.policy.tolerations: tolerations can be added but not changed or removed; the former tolerations[0] {key: "a", operator: Equal} is missing`,
+	}
+	assertErrors(t, ValidateSpecUpdate(&old.Spec, &new.Spec), want)
+	assertErrors(t, ValidateSpecUpdate(&old.Spec, &old.Spec), nil)
+}

@@ -48,7 +48,7 @@ func consumeBatchesInBackground(t *testing.T, h bus.BatchHandler, js jetstream.J
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	opts = append([]bus.Option{bus.WithLogger(testLogger(t))}, opts...)
+	opts = append([]bus.Option{bus.WithLogger(testLogger(t)), bus.WithValidator(admitAll)}, opts...)
 	go func() { done <- bus.ConsumeBatches(ctx, js, bus.StreamEvents, bus.ConsumerStatus, h, opts...) }()
 	t.Cleanup(func() {
 		cancel()

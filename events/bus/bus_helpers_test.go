@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -39,7 +41,7 @@ func consumeInBackground(t *testing.T, js jetstream.JetStream, stream, consumer 
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	opts = append([]bus.Option{bus.WithLogger(testLogger(t))}, opts...)
+	opts = append([]bus.Option{bus.WithLogger(testLogger(t)), bus.WithValidator(admitAll)}, opts...)
 	go func() { done <- bus.Consume(ctx, js, stream, consumer, h, opts...) }()
 	t.Cleanup(func() {
 		cancel()
@@ -48,6 +50,10 @@ func consumeInBackground(t *testing.T, js jetstream.JetStream, stream, consumer 
 		}
 	})
 }
+
+// admitAll is the validator of tests about the consume loop itself; services check
+// every event against its subject (events.Admit).
+func admitAll(string, event.Event) error { return nil }
 
 func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -112,4 +118,45 @@ func mustJSON(t testing.TB, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// logRecorder keeps the messages logged through its logger, which also logs to the test.
+type logRecorder struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (l *logRecorder) logger(t testing.TB) *slog.Logger {
+	return slog.New(&recordingHandler{Handler: testLogger(t).Handler(), rec: l})
+}
+
+func (l *logRecorder) has(prefix string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, m := range l.msgs {
+		if strings.HasPrefix(m, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+type recordingHandler struct {
+	slog.Handler
+	rec *logRecorder
+}
+
+func (h *recordingHandler) Handle(ctx context.Context, r slog.Record) error {
+	h.rec.mu.Lock()
+	h.rec.msgs = append(h.rec.msgs, r.Message)
+	h.rec.mu.Unlock()
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h *recordingHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return &recordingHandler{Handler: h.Handler.WithAttrs(attrs), rec: h.rec}
+}
+
+func (h *recordingHandler) WithGroup(name string) slog.Handler {
+	return &recordingHandler{Handler: h.Handler.WithGroup(name), rec: h.rec}
 }

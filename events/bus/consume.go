@@ -7,11 +7,13 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Handler processes one event. Returning nil acknowledges it; an error
@@ -30,22 +32,30 @@ type BatchHandler func(ctx context.Context, batch []Delivery) error
 type Delivery struct {
 	Event event.Event
 	Meta  Meta
+	// trace is the span context of the event's handling (see Context).
+	trace trace.SpanContext
 }
 
 // Meta describes one delivery of a message.
 type Meta struct {
-	Subject      string
-	Stream       string
-	Consumer     string
-	Sequence     uint64 // stream sequence
+	Subject  string
+	Stream   string
+	Consumer string
+	// Sequence is the stream sequence, by which consumers order events. A redriven event
+	// (see Redrive) keeps the sequence of the message it copies, so that it is as old as
+	// it was and loses to anything newer.
+	Sequence     uint64
 	NumDelivered uint64 // 1 on the first delivery
 	Time         time.Time
 }
 
-// Validator checks an event before it reaches the handler, for example that
-// its type is known and its payload valid. An event it rejects is
-// dead-lettered.
-type Validator func(event.Event) error
+// Validator checks an event against the subject it was stored under, before
+// the handler sees it: that its type is known, its payload valid, and that the
+// type may travel on that subject naming what the subject names (events.Admit).
+// A subject is a permission, so this is what keeps an event published with one
+// member's credentials from speaking for another. An event it rejects is
+// dead-lettered, never handled.
+type Validator func(subject string, ev event.Event) error
 
 // Permanent marks err as one that retrying cannot fix: Consume dead-letters
 // the message instead of redelivering it.
@@ -80,6 +90,11 @@ type consumeOptions struct {
 	maxBuffer  int
 	batchCount int
 	batchBytes int
+	timeout    time.Duration // of one handler call; 0: none
+	probe      func(context.Context) error
+	onPause    func(reason error)
+	observer   Observer
+	tracer     trace.TracerProvider // nil: the global provider
 }
 
 // WithLogger sets the logger. Default slog.Default().
@@ -87,7 +102,8 @@ func WithLogger(l *slog.Logger) Option {
 	return func(o *consumeOptions) { o.logger = l }
 }
 
-// WithValidator checks each decoded event before the handler sees it.
+// WithValidator checks each decoded event and its subject before the handler
+// sees it. Consume and ConsumeBatches require one.
 func WithValidator(v Validator) Option {
 	return func(o *consumeOptions) { o.validator = v }
 }
@@ -109,6 +125,25 @@ func WithRetryDelay(base, ceiling time.Duration) Option {
 // third of the consumer's AckWait.
 func WithInProgressInterval(d time.Duration) Option {
 	return func(o *consumeOptions) { o.inProgress = d }
+}
+
+// WithHandlerTimeout bounds each call of the handler: its context ends after d. A handler
+// that runs out of time fails with context.DeadlineExceeded, an outage (see IsOutage).
+func WithHandlerTimeout(d time.Duration) Option {
+	return func(o *consumeOptions) { o.timeout = d }
+}
+
+// WithProbe tells Consume how to check the handler's dependencies (a database ping, say)
+// when the handler fails with an outage: while probe fails the consumer pauses, holding the
+// event, and retries it once probe passes. Consume always checks its NATS connection too.
+func WithProbe(probe func(context.Context) error) Option {
+	return func(o *consumeOptions) { o.probe = probe }
+}
+
+// WithPauseHook is called with the reason when the consumer pauses for an outage, and with
+// nil when it resumes: a service's readiness reports it.
+func WithPauseHook(f func(reason error)) Option {
+	return func(o *consumeOptions) { o.onPause = f }
 }
 
 // WithMaxBuffered bounds how many messages are pulled ahead of the handler.
@@ -134,13 +169,23 @@ func WithBatchLimits(count, bytes int) Option {
 //
 // A message is dead-lettered (published to flotilla.deadletter.<consumer>
 // with the reason, then terminated) when it is not a valid CloudEvent, the
-// validator rejects it, the handler returns a Permanent error, or the handler
-// fails on the consumer's last allowed delivery. Other handler errors and
-// panics are redelivered with exponential backoff.
+// validator rejects it with its subject, the handler returns a Permanent error,
+// or the handler fails on the consumer's last allowed delivery. Other handler
+// errors and panics are redelivered with exponential backoff. A validator is
+// required (WithValidator): no consumer runs a handler on an unchecked event.
+//
+// An outage is not the event's fault and uses up none of its deliveries: when the handler
+// fails with an error IsOutage recognises and the dependencies do not answer (NATS, and the
+// probe of WithProbe), the consumer pauses: it holds the event and what it has buffered
+// (keeping them in progress), stops taking more, and retries the event once the probe
+// passes. While the dependencies answer, a few outage errors in a row are retried in place
+// and then count as the event's failure (an event too slow for its timeout, say).
+//
+// Consume waits, logging what it waits for, while NATS cannot yet tell it about the consumer.
 func Consume(ctx context.Context, js jetstream.JetStream, stream, consumer string, h Handler, opts ...Option) error {
 	one := func(ctx context.Context, batch []Delivery) error {
 		for _, d := range batch {
-			if err := h(ctx, d.Event, d.Meta); err != nil {
+			if err := h(d.Context(ctx), d.Event, d.Meta); err != nil {
 				return err
 			}
 		}
@@ -165,6 +210,7 @@ func newConsumeOptions(opts []Option) consumeOptions {
 		maxBuffer:  defaultBuffered,
 		batchCount: defaultBatchCount,
 		batchBytes: defaultBatchBytes,
+		observer:   noObserver{},
 	}
 	for _, opt := range opts {
 		opt(&o)
@@ -206,9 +252,20 @@ func (e *consumeErrors) lastOr(def error) error {
 	return e.last
 }
 
+// ErrNoValidator is Consume's error when it is given no validator.
+var ErrNoValidator = errors.New("no validator: every consumer checks events against their subjects (WithValidator(events.Admit))")
+
 func consume(ctx context.Context, js jetstream.JetStream, stream, consumer string, h BatchHandler, opts []Option) error {
 	o := newConsumeOptions(opts)
-	cons, err := js.Consumer(ctx, stream, consumer)
+	if o.validator == nil {
+		return fmt.Errorf("consume %s/%s: %w", stream, consumer, ErrNoValidator)
+	}
+	var cons jetstream.Consumer
+	err := Await(ctx, o.logger, fmt.Sprintf("NATS JetStream to find consumer %s of stream %s", consumer, stream),
+		func(ctx context.Context) (err error) {
+			cons, err = js.Consumer(ctx, stream, consumer)
+			return err
+		})
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -219,12 +276,16 @@ func consume(ctx context.Context, js jetstream.JetStream, stream, consumer strin
 	if o.inProgress == 0 {
 		o.inProgress = cfg.AckWait / 3
 	}
+	// The client's callback hands each message to the batching loop, in order; the queue
+	// holds at most what the pull buffer does, and the callback waits when it is full.
+	queue := make(chan jetstream.Msg, max(o.maxBuffer, o.batchCount))
 	w := &worker{
 		js:         js,
 		handler:    h,
 		opts:       o,
 		log:        o.logger.With("stream", stream, "consumer", consumer),
 		maxDeliver: cfg.MaxDeliver,
+		queue:      queue,
 	}
 
 	errs := &consumeErrors{log: w.log, unanswered: make(chan struct{}, 1)}
@@ -232,9 +293,6 @@ func consume(ctx context.Context, js jetstream.JetStream, stream, consumer strin
 	if o.maxBuffer > 0 {
 		consumeOpts = append(consumeOpts, jetstream.PullMaxMessages(o.maxBuffer))
 	}
-	// The client's callback hands each message to the batching loop, in order; the queue
-	// holds at most what the pull buffer does, and the callback waits when it is full.
-	queue := make(chan jetstream.Msg, max(o.maxBuffer, o.batchCount))
 	loopDone := make(chan struct{})
 	// The loop also ends when consumption stops on its own, with an error.
 	loopCtx, stopLoop := context.WithCancel(ctx)
@@ -244,9 +302,15 @@ func consume(ctx context.Context, js jetstream.JetStream, stream, consumer strin
 	}()
 	go func() {
 		defer close(loopDone)
-		w.loop(loopCtx, queue)
+		w.loop(loopCtx)
 	}()
 	cc, err := cons.Consume(func(msg jetstream.Msg) {
+		// While paused the callback queues what the pause can hold (and keeps in progress),
+		// then holds its message and takes no more, so the client pulls no more either.
+		if w.holdWhilePaused(msg) {
+			return
+		}
+		w.waitWhilePaused(ctx, msg)
 		if ctx.Err() != nil {
 			w.handBack(ctx, msg)
 			return
@@ -271,12 +335,11 @@ func consume(ctx context.Context, js jetstream.JetStream, stream, consumer strin
 			<-closed
 			<-loopDone
 			for {
-				select {
-				case msg := <-queue:
-					w.handBack(ctx, msg)
-				default:
+				msg, ok := w.nextWaiting()
+				if !ok {
 					return nil
 				}
+				w.handBack(ctx, msg)
 			}
 		case <-closed:
 			return fmt.Errorf("consume %s/%s: %w", stream, consumer, errs.lastOr(errors.New("stopped")))
@@ -312,32 +375,65 @@ type worker struct {
 	opts       consumeOptions
 	log        *slog.Logger
 	maxDeliver int
+	queue      chan jetstream.Msg
+	// backlog holds what a pause took out of the queue to keep it in progress; the loop
+	// takes from it before the queue. Only the loop's goroutine touches it; held is its
+	// length, for the callback.
+	backlog []jetstream.Msg
+	held    atomic.Int64
+	gate    gate
 }
 
 // loop takes what has arrived, within the batch limits, and handles it as one batch,
 // until ctx ends.
-func (w *worker) loop(ctx context.Context, queue <-chan jetstream.Msg) {
+func (w *worker) loop(ctx context.Context) {
 	for {
-		var first jetstream.Msg
-		select {
-		case first = <-queue:
-		case <-ctx.Done():
+		first, ok := w.next(ctx)
+		if !ok {
 			return
 		}
 		batch, size := []jetstream.Msg{first}, len(first.Data())
-	fill:
 		for len(batch) < w.opts.batchCount {
-			select {
-			case msg := <-queue:
-				batch = append(batch, msg)
-				if size += len(msg.Data()); size >= w.opts.batchBytes {
-					break fill
-				}
-			default:
-				break fill
+			msg, ok := w.nextWaiting()
+			if !ok {
+				break
+			}
+			batch = append(batch, msg)
+			if size += len(msg.Data()); size >= w.opts.batchBytes {
+				break
 			}
 		}
 		w.handleBatch(ctx, batch)
+	}
+}
+
+// next returns the next message, waiting for one until ctx ends.
+func (w *worker) next(ctx context.Context) (jetstream.Msg, bool) {
+	if msg, ok := w.nextWaiting(); ok {
+		return msg, true
+	}
+	select {
+	case msg := <-w.queue:
+		return msg, true
+	case <-ctx.Done():
+		return nil, false
+	}
+}
+
+// nextWaiting returns the next message if one is waiting.
+func (w *worker) nextWaiting() (jetstream.Msg, bool) {
+	if len(w.backlog) > 0 {
+		msg := w.backlog[0]
+		w.backlog[0] = nil
+		w.backlog = w.backlog[1:]
+		w.held.Store(int64(len(w.backlog)))
+		return msg, true
+	}
+	select {
+	case msg := <-w.queue:
+		return msg, true
+	default:
+		return nil, false
 	}
 }
 
@@ -359,9 +455,7 @@ func (w *worker) handleBatch(ctx context.Context, msgs []jetstream.Msg) {
 		return
 	}
 	if len(ready) > 1 {
-		stop := w.keepInProgress(ready)
-		err := protect(func() error { return w.handler(ctx, deliveries(ready)) })
-		stop()
+		err := w.attempt(ctx, ready)
 		if err == nil {
 			for _, p := range ready {
 				w.ack(ctx, p.msg, p.d.Meta)
@@ -405,6 +499,9 @@ func (w *worker) admit(ctx context.Context, msg jetstream.Msg) (pending, bool) {
 		NumDelivered: md.NumDelivered,
 		Time:         md.Timestamp,
 	}
+	if seq, ok := redrivenSequence(msg.Headers(), m.Sequence); ok {
+		m.Sequence = seq
+	}
 	if ctx.Err() != nil {
 		w.handBack(ctx, msg)
 		return pending{}, false
@@ -414,30 +511,29 @@ func (w *worker) admit(ctx context.Context, msg jetstream.Msg) (pending, bool) {
 		w.deadLetter(ctx, msg, m, fmt.Sprintf("The message is not a valid CloudEvent: %v.", err))
 		return pending{}, false
 	}
-	if w.opts.validator != nil {
-		err := protect(func() error { return w.opts.validator(ev) })
-		var pe *panicError
-		switch {
-		case errors.As(err, &pe):
-			w.retry(ctx, msg, m, ev, err)
-			return pending{}, false
-		case err != nil:
-			w.deadLetter(ctx, msg, m, fmt.Sprintf("Event %s of type %q was rejected: %v.", ev.ID(), ev.Type(), err))
-			return pending{}, false
-		}
+	err = protect(func() error { return w.opts.validator(m.Subject, ev) })
+	var pe *panicError
+	switch {
+	case errors.As(err, &pe):
+		w.retry(ctx, msg, m, ev, err)
+		return pending{}, false
+	case err != nil:
+		w.deadLetter(ctx, msg, m, fmt.Sprintf("Event %s of type %q on %s was rejected: %v.", ev.ID(), ev.Type(), m.Subject, err))
+		return pending{}, false
 	}
 	return pending{msg: msg, d: Delivery{Event: ev, Meta: m}}, true
 }
 
 // handleOne runs the handler on one event and settles it.
 func (w *worker) handleOne(ctx context.Context, p pending) {
-	stop := w.keepInProgress([]pending{p})
-	err := protect(func() error { return w.handler(ctx, []Delivery{p.d}) })
-	stop()
+	err := w.attempt(ctx, []pending{p})
 	ev, m := p.d.Event, p.d.Meta
 	switch {
 	case err == nil:
 		w.ack(ctx, p.msg, m)
+	case ctx.Err() != nil && IsOutage(err):
+		// Stopped while waiting out an outage: not the event's failure.
+		w.handBack(ctx, p.msg)
 	case IsPermanent(err):
 		w.deadLetter(ctx, p.msg, m, fmt.Sprintf("Handling event %s of type %q failed permanently: %v.", ev.ID(), ev.Type(), err))
 	default:
@@ -476,6 +572,7 @@ func (w *worker) ack(ctx context.Context, msg jetstream.Msg, m Meta) {
 		// The message will be redelivered; handlers are idempotent.
 		w.log.Warn("ack failed", "subject", m.Subject, "sequence", m.Sequence, "err", err)
 	}
+	w.settled(msg, m.Consumer, Acked)
 }
 
 // retry hands the message back for a later delivery, or dead-letters it when
@@ -504,6 +601,7 @@ func (w *worker) retry(ctx context.Context, msg jetstream.Msg, m Meta, ev event.
 	if err := msg.NakWithDelay(delay); err != nil {
 		w.log.Warn("nak failed", "subject", m.Subject, "sequence", m.Sequence, "err", err)
 	}
+	w.settled(msg, m.Consumer, Retried)
 }
 
 // lastDelivery reports whether the server will not deliver m again.
@@ -523,6 +621,11 @@ func (w *worker) retryDelay(delivered uint64) time.Duration {
 // keepInProgress tells the server the messages are still being worked on every
 // interval until the returned stop is called.
 func (w *worker) keepInProgress(ps []pending) (stop func()) {
+	return w.keepMsgsInProgress(pendingMsgs(ps))
+}
+
+// keepMsgsInProgress is keepInProgress for messages.
+func (w *worker) keepMsgsInProgress(msgs []jetstream.Msg) (stop func()) {
 	if w.opts.inProgress <= 0 {
 		return func() {}
 	}
@@ -536,8 +639,8 @@ func (w *worker) keepInProgress(ps []pending) (stop func()) {
 			case <-done:
 				return
 			case <-t.C:
-				for _, p := range ps {
-					_ = p.msg.InProgress()
+				for _, msg := range msgs {
+					_ = msg.InProgress()
 				}
 			}
 		}

@@ -19,7 +19,7 @@ import (
 const knownType = "io.flotilla.placement.created.v1"
 
 // rejectUnknownTypes is the kind of validator services pass.
-func rejectUnknownTypes(ev event.Event) error {
+func rejectUnknownTypes(_ string, ev event.Event) error {
 	if ev.Type() != knownType {
 		return fmt.Errorf("unknown event type %q", ev.Type())
 	}
@@ -78,7 +78,14 @@ func TestConsumeDeliversPublishedEvent(t *testing.T) {
 	if len(evs) != 1 {
 		t.Fatalf("handled %d events, want 1", len(evs))
 	}
-	if a, b := mustJSON(t, evs[0]), mustJSON(t, ev); a != b {
+	// The publisher adds the trace the event goes out in, and nothing else.
+	tp, _ := evs[0].Extensions()[bus.ExtensionTraceparent].(string)
+	if !validTraceparent.MatchString(tp) {
+		t.Errorf("the event came with traceparent %q, want a W3C traceparent", tp)
+	}
+	want := ev.Clone()
+	want.SetExtension(bus.ExtensionTraceparent, tp)
+	if a, b := mustJSON(t, evs[0]), mustJSON(t, want); a != b {
 		t.Errorf("event changed on the bus:\n got %s\nwant %s", a, b)
 	}
 	m := metas[0]
@@ -317,7 +324,8 @@ func TestConsumeStopsWithContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {
-		done <- bus.Consume(ctx, js, bus.StreamEvents, bus.ConsumerStatus, func(context.Context, event.Event, bus.Meta) error { return nil })
+		done <- bus.Consume(ctx, js, bus.StreamEvents, bus.ConsumerStatus, func(context.Context, event.Event, bus.Meta) error { return nil },
+			bus.WithValidator(admitAll))
 	}()
 	cancel()
 	if err := <-done; err != nil {
@@ -327,7 +335,8 @@ func TestConsumeStopsWithContext(t *testing.T) {
 
 func TestConsumeUnknownConsumer(t *testing.T) {
 	_, js := startBus(t, bus.TopologyOptions{})
-	err := bus.Consume(t.Context(), js, bus.StreamEvents, "nobody", func(context.Context, event.Event, bus.Meta) error { return nil })
+	err := bus.Consume(t.Context(), js, bus.StreamEvents, "nobody", func(context.Context, event.Event, bus.Meta) error { return nil },
+		bus.WithValidator(admitAll))
 	if !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		t.Fatalf("err = %v, want ErrConsumerNotFound", err)
 	}
@@ -341,7 +350,7 @@ func TestConsumeReturnsWhenConsumerDeleted(t *testing.T) {
 	var r recorder
 	done := make(chan error, 1)
 	go func() {
-		done <- bus.Consume(t.Context(), js, bus.StreamEvents, bus.ConsumerStatus, r.handle, bus.WithLogger(testLogger(t)))
+		done <- bus.Consume(t.Context(), js, bus.StreamEvents, bus.ConsumerStatus, r.handle, bus.WithLogger(testLogger(t)), bus.WithValidator(admitAll))
 	}()
 	poll.Until(t, patience, "the consumer consuming", func() error { return r.seen("p1") }) // consuming
 	if err := js.DeleteConsumer(t.Context(), bus.StreamEvents, bus.ConsumerStatus); err != nil {
@@ -369,7 +378,7 @@ func (d deletingJetStream) Consumer(ctx context.Context, stream, name string) (j
 func TestConsumeReturnsWhenConsumerDeletedBeforeFirstPull(t *testing.T) {
 	_, js := startBus(t, bus.TopologyOptions{})
 	err := bus.Consume(t.Context(), deletingJetStream{js}, bus.StreamEvents, bus.ConsumerStatus,
-		func(context.Context, event.Event, bus.Meta) error { return nil }, bus.WithLogger(testLogger(t)))
+		func(context.Context, event.Event, bus.Meta) error { return nil }, bus.WithLogger(testLogger(t)), bus.WithValidator(admitAll))
 	if !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		t.Fatalf("Consume returned %v, want ErrConsumerNotFound", err)
 	}
@@ -383,5 +392,58 @@ func TestPermanent(t *testing.T) {
 	}
 	if bus.IsPermanent(base) || bus.Permanent(nil) != nil {
 		t.Error("plain errors and nil are not permanent")
+	}
+}
+
+// A consumer without a validator would hand its handler events nobody checked against
+// their subjects: Consume refuses to start.
+func TestConsumeRequiresAValidator(t *testing.T) {
+	_, js := startBus(t, bus.TopologyOptions{})
+	var r recorder
+	err := bus.Consume(t.Context(), js, bus.StreamEvents, bus.ConsumerStatus, r.handle, bus.WithLogger(testLogger(t)))
+	if !errors.Is(err, bus.ErrNoValidator) {
+		t.Fatalf("Consume without a validator returned %v, want ErrNoValidator", err)
+	}
+	err = bus.ConsumeBatches(t.Context(), js, bus.StreamEvents, bus.ConsumerStatus,
+		func(context.Context, []bus.Delivery) error { return nil }, bus.WithLogger(testLogger(t)))
+	if !errors.Is(err, bus.ErrNoValidator) {
+		t.Fatalf("ConsumeBatches without a validator returned %v, want ErrNoValidator", err)
+	}
+}
+
+// The validator judges an event together with the subject it was stored under (which
+// is what the publisher's permissions covered), and a rejection's reason names both.
+func TestValidatorSeesTheSubject(t *testing.T) {
+	_, js := startBus(t, bus.TopologyOptions{})
+	p := bus.NewPublisher(js)
+	if _, err := p.Publish(t.Context(), "flotilla.member.m1", newEvent(t, "own-1", knownType)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Publish(t.Context(), "flotilla.member.m2", newEvent(t, "forged-1", knownType)); err != nil {
+		t.Fatal(err)
+	}
+	onlyM1 := func(subject string, ev event.Event) error {
+		if subject != "flotilla.member.m1" {
+			return fmt.Errorf("only m1 may speak here")
+		}
+		return nil
+	}
+	var r recorder
+	consumeInBackground(t, js, bus.StreamEvents, bus.ConsumerScheduler, r.handle, bus.WithValidator(onlyM1))
+	poll.Until(t, patience, "the consumer settled", func() error {
+		return settled(t.Context(), js, bus.StreamEvents, bus.ConsumerScheduler)
+	})
+	if evs, _ := r.calls(); len(evs) != 1 || evs[0].ID() != "own-1" {
+		t.Errorf("handler saw %v, want only own-1", evs)
+	}
+	dls := deadLetters(t, js)
+	if len(dls) != 1 {
+		t.Fatalf("dead letters = %d, want 1", len(dls))
+	}
+	reason := dls[0].Header.Get(bus.HeaderDeadLetterReason)
+	for _, want := range []string{"forged-1", knownType, "flotilla.member.m2", "only m1 may speak here"} {
+		if !strings.Contains(reason, want) {
+			t.Errorf("reason %q does not name %q", reason, want)
+		}
 	}
 }

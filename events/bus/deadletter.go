@@ -30,6 +30,11 @@ const maxReason = 1024
 // redelivered later instead, so it is never dropped silently.
 func (w *worker) deadLetter(ctx context.Context, msg jetstream.Msg, m Meta, reason string) {
 	reason = oneLine(reason)
+	if md, err := msg.Metadata(); err == nil {
+		// The copy names where the message is now, also when it is a redriven copy
+		// (whose Meta carries the original's sequence).
+		m.Sequence = md.Sequence.Stream
+	}
 	dl, id := deadLetterMsg(msg.Headers(), msg.Data(), m, reason)
 	// Still record it when shutting down.
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -42,6 +47,7 @@ func (w *worker) deadLetter(ctx context.Context, msg jetstream.Msg, m Meta, reas
 		_ = msg.NakWithDelay(delay)
 		return
 	}
+	w.settled(msg, m.Consumer, DeadLettered)
 	w.log.Error("message dead-lettered",
 		"subject", m.Subject, "sequence", m.Sequence, "delivered", m.NumDelivered,
 		"dead_letter_subject", dl.Subject, "reason", reason)

@@ -5,4 +5,10 @@
 // declared), a publisher that deduplicates by event id, and a consume loop
 // with bounded retries and a dead-letter stream, so a message that can never
 // be processed is recorded with its reason instead of blocking a consumer.
+//
+// An outage is not a message's fault: a handler failing because a dependency
+// is out of reach (IsOutage) pauses its consumer until the dependency answers,
+// without using up the message's deliveries (outage.go, pause.go). Dead letters
+// can be listed, shown and redriven (redrive.go), which is what fleetctl
+// deadletters does.
 package bus

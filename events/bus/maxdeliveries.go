@@ -42,7 +42,15 @@ func RescueMaxDeliveries(ctx context.Context, js jetstream.JetStream, log *slog.
 	if log == nil {
 		log = slog.Default()
 	}
-	cons, err := js.Consumer(ctx, StreamAdvisories, ConsumerMaxDeliveries)
+	var cons jetstream.Consumer
+	err := Await(ctx, log, "NATS JetStream to find consumer "+ConsumerMaxDeliveries+" of stream "+StreamAdvisories,
+		func(ctx context.Context) (err error) {
+			cons, err = js.Consumer(ctx, StreamAdvisories, ConsumerMaxDeliveries)
+			return err
+		})
+	if ctx.Err() != nil {
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("rescue max deliveries: %w", err)
 	}

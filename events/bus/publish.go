@@ -7,6 +7,8 @@ import (
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // ErrWrongLastSequence reports that PublishExpectLast found a different last
@@ -14,14 +16,19 @@ import (
 var ErrWrongLastSequence = errors.New("last sequence on subject does not match")
 
 // Publisher publishes events to JetStream, one at a time, waiting for the
-// stream's acknowledgement.
+// stream's acknowledgement. An event goes out within the trace of the
+// context it is published in, or starts one (see ExtensionTraceparent).
 type Publisher struct {
-	js jetstream.JetStream
+	js       jetstream.JetStream
+	observer Observer
+	tracer   trace.TracerProvider
 }
 
-// NewPublisher returns a Publisher on js.
-func NewPublisher(js jetstream.JetStream) *Publisher {
-	return &Publisher{js: js}
+// NewPublisher returns a Publisher on js. Of the options it takes
+// WithObserver and WithTracerProvider.
+func NewPublisher(js jetstream.JetStream, opts ...Option) *Publisher {
+	o := newConsumeOptions(opts)
+	return &Publisher{js: js, observer: o.observer, tracer: o.tracer}
 }
 
 // Publish stores ev on subject. The event id is the Nats-Msg-Id, so a
@@ -44,6 +51,19 @@ func (p *Publisher) publish(ctx context.Context, subject string, ev event.Event,
 	if err != nil {
 		return nil, fmt.Errorf("publish to %s: %w", subject, err)
 	}
+	if !hasTrace(msg.Header) {
+		// An event that brings no trace of its own goes out in a span of the
+		// caller's trace, or starts a trace.
+		var span trace.Span
+		ctx, span = startSpan(ctx, p.tracer, "publish "+ev.Type(), trace.SpanKindProducer, eventAttributes(ev, subject)...)
+		InjectTrace(ctx, msg.Header)
+		defer func() {
+			if err != nil {
+				span.SetStatus(codes.Error, err.Error())
+			}
+			span.End()
+		}()
+	}
 	opts = append(opts, jetstream.WithMsgID(ev.ID()))
 	ack, err := p.js.PublishMsg(ctx, msg, opts...)
 	if err != nil {
@@ -51,6 +71,9 @@ func (p *Publisher) publish(ctx context.Context, subject string, ev event.Event,
 			return nil, fmt.Errorf("publish %s to %s: %w: %w", ev.ID(), subject, ErrWrongLastSequence, err)
 		}
 		return nil, fmt.Errorf("publish %s to %s: %w", ev.ID(), subject, err)
+	}
+	if !ack.Duplicate {
+		p.observer.Published(ev.Type())
 	}
 	return ack, nil
 }

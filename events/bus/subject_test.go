@@ -55,3 +55,23 @@ func TestWorkSubject(t *testing.T) {
 		t.Error("WorkSubject accepted an empty placement")
 	}
 }
+
+func TestInboxPrefixes(t *testing.T) {
+	for _, tt := range []struct {
+		got  func() (string, error)
+		want string
+	}{
+		{func() (string, error) { return bus.MemberInboxPrefix("member-1") }, "_INBOX.apply-member-1"},
+		{func() (string, error) { return bus.MemberInboxPrefix("eu.west") }, "_INBOX.apply-eu_west"},
+		{func() (string, error) { return bus.InboxPrefix("scheduler") }, "_INBOX.scheduler"},
+	} {
+		if got, err := tt.got(); err != nil || got != tt.want {
+			t.Errorf("inbox prefix = %q, %v; want %q", got, err, tt.want)
+		}
+	}
+	for _, bad := range []string{"", "a*", "a>", "a b", "a_b"} {
+		if _, err := bus.MemberInboxPrefix(bad); err == nil {
+			t.Errorf("MemberInboxPrefix(%q) made a prefix", bad)
+		}
+	}
+}

@@ -37,6 +37,7 @@ const (
 	SubjectsPlacement  = "flotilla.placement.>"
 	SubjectsMember     = "flotilla.member.>"
 	SubjectsHub        = "flotilla.hub.>"
+	SubjectsOverride   = "flotilla.override.>"
 	SubjectsScheduling = "flotilla.scheduling.>"
 	SubjectsWorkStatus = "flotilla.workstatus.>"
 	SubjectsRollout    = "flotilla.rollout.>"
@@ -77,6 +78,9 @@ type TopologyOptions struct {
 	// and one more while it replays at start. NATS allows 1,000 per stream unless the stream
 	// says otherwise. Default 20,000 (10,000 members).
 	MaxWorkConsumers int
+	// Limits bound each stream's bytes, and per subject and message where a
+	// member can publish (see StreamLimits).
+	Limits StreamLimits
 }
 
 // DefaultTopology is the topology's default tuning.
@@ -121,15 +125,23 @@ func (o TopologyOptions) withDefaults() TopologyOptions {
 	return o
 }
 
-// Streams returns the stream configurations.
+// Streams returns the stream configurations, with their limits.
 func (o TopologyOptions) Streams() []jetstream.StreamConfig {
+	streams := o.streams()
+	for i := range streams {
+		o.Limits.apply(&streams[i])
+	}
+	return streams
+}
+
+func (o TopologyOptions) streams() []jetstream.StreamConfig {
 	o = o.withDefaults()
 	return []jetstream.StreamConfig{
 		{
 			Name:        StreamEvents,
 			Description: "Flotilla events",
 			Subjects: []string{
-				SubjectsPlacement, SubjectsMember, SubjectsHub, SubjectsScheduling,
+				SubjectsPlacement, SubjectsMember, SubjectsHub, SubjectsOverride, SubjectsScheduling,
 				SubjectsWorkStatus, SubjectsRollout, SubjectsStatus, SubjectsOutbox,
 			},
 			Retention:  jetstream.LimitsPolicy,
@@ -206,8 +218,8 @@ func (o TopologyOptions) Consumers() []jetstream.ConsumerConfig {
 	return []jetstream.ConsumerConfig{
 		o.consumer(ConsumerScheduler, "Scheduler: placements and members",
 			jetstream.DeliverAllPolicy, SubjectsPlacement, SubjectsMember),
-		o.consumer(ConsumerRollout, "Rollout: placements, hub resources, decisions, work status, members",
-			jetstream.DeliverAllPolicy, SubjectsPlacement, SubjectsHub, SubjectsScheduling, SubjectsWorkStatus, SubjectsMember),
+		o.consumer(ConsumerRollout, "Rollout: placements, hub resources, overrides, decisions, work status, members",
+			jetstream.DeliverAllPolicy, SubjectsPlacement, SubjectsHub, SubjectsOverride, SubjectsScheduling, SubjectsWorkStatus, SubjectsMember),
 		// No filter: the status service records every event in the audit log.
 		o.consumer(ConsumerStatus, "Status: every event",
 			jetstream.DeliverAllPolicy),
@@ -220,7 +232,7 @@ func ApplyConsumerName(cluster string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("apply consumer name: %w", err)
 	}
-	return "apply-" + tok, nil
+	return ApplyUserPrefix + tok, nil
 }
 
 // ApplyConsumerConfig is the durable consumer of one cluster's apply worker on
@@ -274,7 +286,7 @@ func (o TopologyOptions) consumer(name, description string, deliver jetstream.De
 func EnsureTopology(ctx context.Context, js jetstream.JetStream, opts TopologyOptions) error {
 	for _, cfg := range opts.Streams() {
 		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
-			return fmt.Errorf("ensure stream %s: %w", cfg.Name, err)
+			return fmt.Errorf("ensure stream %s: %w", cfg.Name, storageHint(cfg, err))
 		}
 	}
 	for _, cfg := range opts.Consumers() {
@@ -300,4 +312,38 @@ func EnsureApplyConsumer(ctx context.Context, js jetstream.JetStream, cluster st
 		return "", fmt.Errorf("ensure consumer %s on %s: %w", cfg.Durable, StreamWork, err)
 	}
 	return cfg.Durable, nil
+}
+
+// BucketHubSync is the key-value bucket in which hubsync records, per event subject, what it
+// last published for an object of the hub cluster and what undoes it: a restart then publishes
+// nothing again, and an object deleted on the hub while hubsync was down is still deleted.
+// hubsync declares it; it holds one small record per object hubsync placed on the bus.
+const BucketHubSync = "flotilla-hubsync"
+
+// hubSyncMaxBytes bounds the bucket: a record is a few hundred bytes, so this holds
+// hundreds of thousands of hub objects. When full, a new record is refused (hubsync retries),
+// never an old one dropped.
+const hubSyncMaxBytes = 256 << 20
+
+// HubSyncBucket is BucketHubSync's configuration.
+func (o TopologyOptions) HubSyncBucket() jetstream.KeyValueConfig {
+	o = o.withDefaults()
+	return jetstream.KeyValueConfig{
+		Bucket:       BucketHubSync,
+		Description:  "What hubsync published for each object of the hub cluster",
+		History:      1,
+		MaxValueSize: 64 << 10,
+		MaxBytes:     hubSyncMaxBytes,
+		Storage:      o.Storage,
+		Replicas:     o.Replicas,
+	}
+}
+
+// EnsureHubSyncBucket creates or updates BucketHubSync and returns it.
+func EnsureHubSyncBucket(ctx context.Context, js jetstream.JetStream, opts TopologyOptions) (jetstream.KeyValue, error) {
+	kv, err := js.CreateOrUpdateKeyValue(ctx, opts.HubSyncBucket())
+	if err != nil {
+		return nil, fmt.Errorf("ensure key-value bucket %s: %w", BucketHubSync, err)
+	}
+	return kv, nil
 }

@@ -115,6 +115,39 @@ func TestPiecesStayBoundedAt5000Clusters(t *testing.T) {
 	})
 }
 
+// TestSnapshotPiecesStayBounded cuts the resource list of a snapshot of
+// 5,000 objects with the longest names Kubernetes allows, each from an
+// envelope, as the rollout does, and checks every piece is a valid event
+// within the bounds and that the pieces hold every resource once, in order.
+func TestSnapshotPiecesStayBounded(t *testing.T) {
+	long := func(prefix string, i int) string {
+		n := fmt.Sprintf("%s-%05d-", prefix, i)
+		return n + strings.Repeat("x", 253-len(n))
+	}
+	resources := make([]api.ResourceIdentifier, fleet)
+	for i := range resources {
+		resources[i] = api.ResourceIdentifier{Group: long("group", i), Version: "v1beta1", Kind: "ConfigMap",
+			Namespace: long("ns", i)[:63], Name: long("name", i),
+			Envelope: &api.EnvelopeIdentifier{Name: long("envelope", i), Namespace: long("ns", i)[:63], Type: api.ConfigMapEnvelopeType}}
+	}
+	h := events.SnapshotCreated{Placement: longName(0), Index: 1 << 40, Hash: "sha256:" + strings.Repeat("f", 64), ResourceCount: fleet}
+	pieces := split(t, h, resources, func(p *events.SnapshotCreated, part events.Part, rs []api.ResourceIdentifier) {
+		p.Piece, p.Pieces, p.SelectedResources = part.Piece, part.Pieces, rs
+	})
+	largest := publishAll(t, events.TypeSnapshotCreated, pieces)
+	var got []api.ResourceIdentifier
+	for i, p := range pieces {
+		if p.Part() != (events.Part{Revision: 1 << 40, Base: true, Piece: i, Pieces: len(pieces)}) {
+			t.Errorf("piece %d has part %+v", i, p.Part())
+		}
+		got = append(got, p.SelectedResources...)
+	}
+	if len(got) != fleet || got[0].Name != resources[0].Name || got[fleet-1].Name != resources[fleet-1].Name {
+		t.Errorf("the pieces hold %d resources, want the %d in order", len(got), fleet)
+	}
+	t.Logf("%d pieces, the largest %d bytes on the bus", len(pieces), largest)
+}
+
 // split cuts clusters into pieces of the header h with Cut, as the producers do.
 func split[P any, C any](t *testing.T, h P, clusters []C, set func(*P, events.Part, []C)) []P {
 	t.Helper()

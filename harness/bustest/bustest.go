@@ -24,7 +24,7 @@ func Consume(t testing.TB, js jetstream.JetStream, stream, consumer string, h bu
 	log := slog.New(slog.NewTextHandler(t.Output(), nil))
 	go func() {
 		done <- bus.Consume(ctx, js, stream, consumer, h,
-			bus.WithValidator(events.Validate), bus.WithLogger(log), bus.WithRetryDelay(50*time.Millisecond, 200*time.Millisecond))
+			bus.WithValidator(events.Admit), bus.WithLogger(log), bus.WithRetryDelay(50*time.Millisecond, 200*time.Millisecond))
 	}()
 	t.Cleanup(func() {
 		cancel()

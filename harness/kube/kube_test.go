@@ -346,3 +346,47 @@ func TestSimulatedNodeMakesDeploymentsAvailable(t *testing.T) {
 		return errors.New("still there")
 	})
 }
+
+// TestAPIServerGoesDownAndComesBack: a member whose API server is stopped refuses clients;
+// started again it answers at the same address, to the same kubeconfig, with its objects as
+// they were (the same UID), and a second start is refused.
+func TestAPIServerGoesDownAndComesBack(t *testing.T) {
+	env := kube.StartTWith(t, kube.Options{N: 1, NoControllerManager: true})
+	kubeconfig := env.Kubeconfig("member-1")
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.Timeout = 10 * time.Second
+	c := dynamic.NewForConfigOrDie(rc)
+	before := apply(t, c, configMaps, map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "kept", "namespace": "default"},
+		"data":     map[string]any{"k": "v"},
+	})
+
+	if err := env.StopAPIServer("member-1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Resource(configMaps).Namespace("default").Get(t.Context(), "kept", metav1.GetOptions{}); err == nil {
+		t.Fatal("the API server still answers after StopAPIServer")
+	}
+	if err := env.StartAPIServer(t.Context(), "member-1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.StartAPIServer(t.Context(), "member-1"); err == nil {
+		t.Error("a second StartAPIServer of a running API server was accepted")
+	}
+	// The same kubeconfig file, read again: same address, same serving certificate.
+	rc, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := dynamic.NewForConfigOrDie(rc).Resource(configMaps).Namespace("default").Get(t.Context(), "kept", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("after the restart, with the kubeconfig of before: %v", err)
+	}
+	if after.GetUID() != before.GetUID() {
+		t.Errorf("the ConfigMap came back as another object: uid %s, was %s", after.GetUID(), before.GetUID())
+	}
+}

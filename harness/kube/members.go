@@ -106,51 +106,8 @@ func (e *Env) startMember(ctx context.Context, name string) (*member, error) {
 	}
 
 	begin := time.Now()
-	preferred := e.ports.member(name)
-	for attempt := 1; ; attempt++ {
-		ports, err := proc.PreferPorts([]int{preferred})
-		if err != nil {
-			return nil, fmt.Errorf("start member %s: %w", name, err)
-		}
-		preferred = 0 // a retry takes a fresh port
-		m.url = fmt.Sprintf("https://127.0.0.1:%d", ports[0])
-		args := []string{
-			"--etcd-servers=" + e.etcdURL,
-			"--etcd-prefix=/" + name, // members share the etcd, never its keys
-			"--secure-port=" + strconv.Itoa(ports[0]),
-			"--bind-address=127.0.0.1",
-			"--advertise-address=127.0.0.1",
-			"--cert-dir=" + filepath.Join(m.dir, "certs"), // self-signed serving cert, made at start
-			"--token-auth-file=" + tokens,
-			"--authorization-mode=RBAC",
-			"--service-account-issuer=https://" + name + ".flotilla.invalid",
-			"--service-account-key-file=" + e.saPub,
-			"--service-account-signing-key-file=" + e.saKey,
-			"--service-cluster-ip-range=10.0.0.0/24",
-			// Without the serviceaccount controller no namespace has a default ServiceAccount,
-			// and this plugin would then reject every pod a ReplicaSet creates.
-			"--disable-admission-plugins=ServiceAccount",
-			"--allow-privileged=true",
-			"--profiling=false",
-		}
-		p, err := e.run(name+"/kube-apiserver", filepath.Join(e.binDir, "kube-apiserver"), args, filepath.Join(m.dir, "kube-apiserver.log"))
-		if err != nil {
-			return nil, fmt.Errorf("start member %s: %w", name, err)
-		}
-		m.apiserver = p
-		// Until the serving certificate exists there is nothing to verify against.
-		insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-		err = e.waitReady(ctx, p, name+" kube-apiserver", func(ctx context.Context) error {
-			return get(ctx, insecure, m.url+"/readyz", m.token)
-		})
-		insecure.CloseIdleConnections()
-		if err == nil {
-			break
-		}
-		p.stop()
-		if attempt == 3 || !p.bindFailed() {
-			return nil, fmt.Errorf("start member %s: %w", name, err)
-		}
+	if err := e.startAPIServer(ctx, m, e.ports.member(name), false); err != nil {
+		return nil, fmt.Errorf("start member %s: %w", name, err)
 	}
 	m.ready = time.Since(begin)
 	fmt.Fprintf(e.log, "kube: %s kube-apiserver ready at %s in %s\n", name, m.url, m.ready.Round(time.Millisecond))
@@ -182,6 +139,98 @@ func (e *Env) startMember(ctx context.Context, name string) (*member, error) {
 		go e.watch(p)
 	}
 	return m, nil
+}
+
+// startAPIServer starts m's kube-apiserver and waits until it is ready. It listens on
+// port, or on a free port when port is 0 or, unless samePort, taken; it tries fresh ports up
+// to 3 times when the port was taken before the server bound it. The serving certificate in
+// m's cert dir is made on the first start and reused after.
+func (e *Env) startAPIServer(ctx context.Context, m *member, port int, samePort bool) error {
+	for attempt := 1; ; attempt++ {
+		ports, err := proc.PreferPorts([]int{port})
+		if err != nil {
+			return err
+		}
+		if samePort && ports[0] != port {
+			return fmt.Errorf("port %d is taken", port)
+		}
+		port = ports[0]
+		m.url = fmt.Sprintf("https://127.0.0.1:%d", port)
+		p, err := e.run(m.name+"/kube-apiserver", filepath.Join(e.binDir, "kube-apiserver"), e.apiserverArgs(m, port),
+			filepath.Join(m.dir, "kube-apiserver.log"))
+		if err != nil {
+			return err
+		}
+		m.apiserver = p
+		// Until the serving certificate exists there is nothing to verify against.
+		insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+		err = e.waitReady(ctx, p, m.name+" kube-apiserver", func(ctx context.Context) error {
+			return get(ctx, insecure, m.url+"/readyz", m.token)
+		})
+		insecure.CloseIdleConnections()
+		if err == nil {
+			return nil
+		}
+		p.stop()
+		if samePort || attempt == 3 || !p.bindFailed() {
+			return err
+		}
+		port = 0 // a retry takes a fresh port
+	}
+}
+
+func (e *Env) apiserverArgs(m *member, port int) []string {
+	return []string{
+		"--etcd-servers=" + e.etcdURL,
+		"--etcd-prefix=/" + m.name, // members share the etcd, never its keys
+		"--secure-port=" + strconv.Itoa(port),
+		"--bind-address=127.0.0.1",
+		"--advertise-address=127.0.0.1",
+		"--cert-dir=" + filepath.Join(m.dir, "certs"), // self-signed serving cert, made at start
+		"--token-auth-file=" + filepath.Join(m.dir, "tokens.csv"),
+		"--authorization-mode=RBAC",
+		"--service-account-issuer=https://" + m.name + ".flotilla.invalid",
+		"--service-account-key-file=" + e.saPub,
+		"--service-account-signing-key-file=" + e.saKey,
+		"--service-cluster-ip-range=10.0.0.0/24",
+		// Without the serviceaccount controller no namespace has a default ServiceAccount,
+		// and this plugin would then reject every pod a ReplicaSet creates.
+		"--disable-admission-plugins=ServiceAccount",
+		"--allow-privileged=true",
+		"--profiling=false",
+	}
+}
+
+// StopAPIServer kills member's kube-apiserver (SIGKILL), as a control plane that went down:
+// clients get connection refused. Its data, certificates, kubeconfig and controller
+// manager stay; StartAPIServer brings it back.
+func (e *Env) StopAPIServer(name string) error {
+	m := e.member(name)
+	if m == nil {
+		return fmt.Errorf("stop the API server of %s: no such member", name)
+	}
+	m.apiserver.stop()
+	return nil
+}
+
+// StartAPIServer starts member's kube-apiserver again after StopAPIServer, on the same port,
+// with the same serving certificate and data, so that its kubeconfig stays valid, and waits
+// until it is ready. It fails if the port was taken meanwhile.
+func (e *Env) StartAPIServer(ctx context.Context, name string) error {
+	m := e.member(name)
+	if m == nil {
+		return fmt.Errorf("start the API server of %s: no such member", name)
+	}
+	select {
+	case <-m.apiserver.done:
+	default:
+		return fmt.Errorf("start the API server of %s: it is running", name)
+	}
+	if err := e.startAPIServer(ctx, m, port(m.url), true); err != nil {
+		return fmt.Errorf("start the API server of %s: %w", name, err)
+	}
+	go e.watch(m.apiserver)
+	return nil
 }
 
 // writeKubeconfig writes the member's kubeconfig, trusting the serving certificate the API

@@ -5,6 +5,7 @@ package natsserver
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -22,11 +23,21 @@ type Options struct {
 	Port int
 	// ServerName names the server in logs and advisories.
 	ServerName string
+	// TLS, when set, makes every TCP client speak TLS (in-process clients need not).
+	TLS *TLS
+}
+
+// TLS is the server's side of TLS: its certificate and key, and the authority that signs
+// client certificates. With CA set a client must present a certificate it signed.
+type TLS struct {
+	CertFile, KeyFile string
+	CAFile            string
 }
 
 // Server is a running embedded NATS server.
 type Server struct {
 	*server.Server
+	tls bool
 }
 
 // Start starts a server and waits until it accepts connections.
@@ -55,6 +66,11 @@ func Start(opts Options) (*Server, error) {
 	if o.ServerName == "" {
 		o.ServerName = "flotilla"
 	}
+	if opts.TLS != nil {
+		if err := withTLS(o, opts.TLS); err != nil {
+			return nil, err
+		}
+	}
 	s, err := server.NewServer(o)
 	if err != nil {
 		return nil, fmt.Errorf("start nats: %w", err)
@@ -64,19 +80,35 @@ func Start(opts Options) (*Server, error) {
 		s.Shutdown()
 		return nil, errors.New("start nats: server not ready after 10s")
 	}
-	return &Server{s}, nil
+	return &Server{Server: s, tls: opts.TLS != nil}, nil
+}
+
+func withTLS(o *server.Options, t *TLS) error {
+	tc, err := server.GenTLSConfig(&server.TLSConfigOpts{
+		CertFile: t.CertFile, KeyFile: t.KeyFile, CaFile: t.CAFile, Verify: t.CAFile != "",
+	})
+	if err != nil {
+		return fmt.Errorf("start nats: TLS: %w", err)
+	}
+	o.TLS, o.TLSConfig, o.TLSVerify = true, tc, t.CAFile != ""
+	o.TLSTimeout = 5 // seconds; the default 0.5 is short for a busy test machine
+	return nil
 }
 
 // URL is the client URL, e.g. nats://127.0.0.1:4222.
 func (s *Server) URL() string { return s.ClientURL() }
 
 // Connect opens a client connection to the server, in-process when the server
-// does not listen on TCP.
+// does not listen on TCP or requires TLS (an in-process client needs no certificate:
+// it is the process that runs the server).
 func (s *Server) Connect(opts ...nats.Option) (*nats.Conn, error) {
-	if s.Server.Addr() == nil {
+	url := s.ClientURL()
+	if s.Server.Addr() == nil || s.tls {
 		opts = append(opts, nats.InProcessServer(s.Server))
+		// In process, the server does not ask for TLS; a tls:// URL would make the client.
+		url = strings.Replace(url, "tls://", "nats://", 1)
 	}
-	nc, err := nats.Connect(s.ClientURL(), opts...)
+	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("connect to embedded nats: %w", err)
 	}

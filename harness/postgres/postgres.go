@@ -54,6 +54,9 @@ type Options struct {
 	DataDir string
 	// Log receives the steps taken (binaries found, user, port). Nil discards them.
 	Log io.Writer
+	// TLS, when set, makes a server started here accept TCP connections over TLS only, and
+	// its URLs verify it (sslmode=verify-full).
+	TLS *TLS
 }
 
 // Server is a running PostgreSQL server, started by Start or named by a URL.
@@ -67,10 +70,16 @@ type Server struct {
 	persistent bool
 
 	// Set for a server we started.
-	dir  string
-	cmd  *exec.Cmd
-	done chan struct{} // closed when the postmaster has exited
-	logf *os.File
+	tls *TLS
+	// settings are the server's command-line settings (TLS), kept for Resume.
+	settings []string
+	binDir   string
+	as       *runAs
+	frozen   atomic.Bool
+	dir      string
+	cmd      *exec.Cmd
+	done     chan struct{} // closed when the postmaster has exited
+	logf     *os.File
 
 	admin *pgxpool.Pool
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,7 +50,7 @@ func startLocal(ctx context.Context, opts Options) (*Server, error) {
 	}
 	fmt.Fprintf(logw, "postgres: binaries in %s, %s %s, running as %s\n", binDir, kind, dir, userName(as))
 
-	s := &Server{dir: dir, persistent: persistent, templates: map[string]string{}}
+	s := &Server{dir: dir, persistent: persistent, templates: map[string]string{}, tls: opts.TLS, binDir: binDir, as: as}
 	fail := func(err error) (*Server, error) {
 		s.Stop()
 		if !persistent {
@@ -64,13 +65,23 @@ func startLocal(ctx context.Context, opts Options) (*Server, error) {
 	} else if err := s.initdb(ctx, binDir, dataDir, as); err != nil {
 		return fail(err)
 	}
+	if err := writeHBA(dataDir, s.tls != nil, as); err != nil {
+		return fail(err)
+	}
+	var settings []string
+	if s.tls != nil {
+		if settings, err = s.installTLS(s.tls, as); err != nil {
+			return fail(err)
+		}
+	}
+	s.settings = settings
 	preferred := 0
 	if persistent {
 		preferred = readPort(dir)
 	}
 	// A port can be taken between choosing and binding it; try a few.
 	for attempt := 1; ; attempt++ {
-		err = s.run(ctx, binDir, dataDir, as, preferred)
+		err = s.run(ctx, binDir, dataDir, as, preferred, settings)
 		if err == nil {
 			break
 		}
@@ -167,15 +178,16 @@ func runContext(ctx context.Context, cmd *exec.Cmd) error {
 
 // run starts the postmaster as our own child (not daemonised by pg_ctl), so the kernel kills it
 // if the test binary dies, and waits until it accepts connections. It listens on preferred
-// when that is set and free.
-func (s *Server) run(ctx context.Context, binDir, dataDir string, as *runAs, preferred int) error {
+// when that is set and free, with settings (-c name=value) on its command line.
+func (s *Server) run(ctx context.Context, binDir, dataDir string, as *runAs, preferred int, settings []string) error {
 	ports, err := proc.PreferPorts([]int{preferred})
 	if err != nil {
 		return err
 	}
 	port := ports[0]
 	s.port = port
-	cmd, logf, err := proc.Command(filepath.Join(binDir, "postgres"), []string{"-D", dataDir, "-p", strconv.Itoa(port)}, s.logPath())
+	args := append([]string{"-D", dataDir, "-p", strconv.Itoa(port)}, settings...)
+	cmd, logf, err := proc.Command(filepath.Join(binDir, "postgres"), args, s.logPath())
 	if err != nil {
 		return err
 	}
@@ -189,6 +201,10 @@ func (s *Server) run(ctx context.Context, binDir, dataDir string, as *runAs, pre
 	go func(done chan struct{}) { cmd.Wait(); close(done) }(s.done)
 
 	s.adminURL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
+	if s.tls != nil {
+		q := url.Values{"sslmode": {"verify-full"}, "sslrootcert": {s.tls.RootCert}}
+		s.adminURL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?%s", port, q.Encode())
+	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	for {
@@ -230,6 +246,9 @@ func (s *Server) closeAdmin() {
 func (s *Server) stopProcess() {
 	if s.cmd == nil {
 		return
+	}
+	if s.frozen.Swap(false) {
+		proc.SignalTree(s.cmd, syscall.SIGCONT) // a stopped process handles no signal but SIGKILL
 	}
 	if s.persistent {
 		proc.Stop(s.cmd, s.done, syscall.SIGINT, time.Minute)

@@ -42,6 +42,14 @@ func Handle(ctx context.Context, pool *pgxpool.Pool, consumer string, ev cloudev
 // before are skipped. It reports which events ran. An error from any fn rolls the whole
 // batch back.
 func HandleBatch(ctx context.Context, pool *pgxpool.Pool, consumer string, evs []cloudevents.Event, fn func(ctx context.Context, tx pgx.Tx, i int) error) ([]bool, error) {
+	return HandleBatchThen(ctx, pool, consumer, evs, fn, nil)
+}
+
+// HandleBatchThen is HandleBatch with a last step in the same transaction, after every
+// event ran: a consumer that gathers the batch's effects (one status per placement, say)
+// writes them there. then may be nil.
+func HandleBatchThen(ctx context.Context, pool *pgxpool.Pool, consumer string, evs []cloudevents.Event,
+	fn func(ctx context.Context, tx pgx.Tx, i int) error, then func(ctx context.Context, tx pgx.Tx) error) ([]bool, error) {
 	ran := make([]bool, len(evs))
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		ids := make([]string, len(evs))
@@ -74,7 +82,10 @@ func HandleBatch(ctx context.Context, pool *pgxpool.Pool, consumer string, evs [
 				return fmt.Errorf("%s %s: %w", ev.Type(), ev.ID(), err)
 			}
 		}
-		return nil
+		if then == nil {
+			return nil
+		}
+		return then(ctx, tx)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("handle a batch of %d events as %s: %w", len(evs), consumer, err)

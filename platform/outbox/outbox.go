@@ -113,6 +113,9 @@ func Enqueue(ctx context.Context, tx Execer, subject string, ev cloudevents.Even
 	if err != nil {
 		return fmt.Errorf("enqueue %s: %w", ev.ID(), err)
 	}
+	// The trace the event is emitted in is stored with it: the relay sends
+	// the stored headers as they are, later.
+	bus.InjectTrace(ctx, msg.Header)
 	headers, err := json.Marshal(msg.Header)
 	if err != nil {
 		return fmt.Errorf("enqueue %s: headers: %w", ev.ID(), err)

@@ -31,7 +31,7 @@ func TestOutboxRelaysCommittedEventsOnce(t *testing.T) {
 	subj, _ := events.SchedulingSubject("web")
 	mk := func(name string) cloudevents.Event {
 		ev, err := events.New(events.TypePlacementScheduled, "/flotilla/test", "web", events.ID("decision", name),
-			events.PlacementScheduled{Placement: name, Fulfilled: true})
+			events.PlacementScheduled{Placement: "web", Fulfilled: true})
 		if err != nil {
 			t.Fatal(err)
 		}

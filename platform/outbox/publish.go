@@ -241,7 +241,20 @@ func (s *session) record(ctx context.Context, batch []*row, countBusErrs bool) (
 	if err != nil {
 		return 0, fmt.Errorf("outbox relay: record publishes: %w", err)
 	}
+	s.countPublished(batch)
 	return changed + len(published), nil
+}
+
+// countPublished tells Relay.Published what was published.
+func (s *session) countPublished(batch []*row) {
+	if s.r.Published == nil {
+		return
+	}
+	for _, x := range batch {
+		if x.published {
+			s.r.Published(x.typ)
+		}
+	}
 }
 
 // retry schedules the next attempt of x after its backoff.

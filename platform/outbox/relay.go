@@ -35,6 +35,9 @@ type Relay struct {
 	// AckWait bounds the wait for the acks of one wave of publishes.
 	// Default 5 seconds.
 	AckWait time.Duration
+	// Published, when set, is told the type of each event published (for
+	// metrics).
+	Published func(eventType string)
 }
 
 // Defaults of Relay.

@@ -7,6 +7,9 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
+
+	"github.com/flotilla-dev/flotilla/platform/tracing"
 )
 
 // Config is a service's configuration: the shared Options, embedded, and its own fields.
@@ -61,11 +64,26 @@ func runMain(name string, cfg Config, run func(ctx context.Context) error, args 
 	if opts.MigrateOnly {
 		err = Migrate(ctx, opts.DatabaseURL)
 	} else {
-		err = run(ctx)
+		err = runTraced(ctx, name, run)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		return 1
 	}
 	return 0
+}
+
+// runTraced runs run with tracing set up (package tracing: spans are exported
+// only when an OTLP endpoint is configured), and flushes the spans after.
+func runTraced(ctx context.Context, name string, run func(ctx context.Context) error) error {
+	stop, err := tracing.Start(ctx, name)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = stop(sctx)
+	}()
+	return run(ctx)
 }

@@ -99,3 +99,17 @@ func TestValidateReportsEveryProblemWithItsFlag(t *testing.T) {
 func natsSettings(url string) natsconn.Settings { return natsconn.Settings{URL: url} }
 
 func topology(replicas int) bus.TopologyOptions { return bus.TopologyOptions{Replicas: replicas} }
+
+// Every service, hub or member (the apply workers), takes NATS's TLS files and credentials.
+func TestEveryServiceTakesNATSTLSAndCredentials(t *testing.T) {
+	for _, role := range []Role{Hub, Member} {
+		cfg := testConfig{Options: Options{Role: role}}
+		fs := flag.NewFlagSet("svc", flag.ContinueOnError)
+		cfg.Options.Register(fs)
+		for _, name := range []string{"nats", "nats-creds", "nats-ca", "nats-cert", "nats-key"} {
+			if fs.Lookup(name) == nil {
+				t.Errorf("role %d has no --%s", role, name)
+			}
+		}
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/events/bus"
+	"github.com/flotilla-dev/flotilla/platform/sealing"
 	"github.com/flotilla-dev/flotilla/services/rollout/selection"
 	"github.com/flotilla-dev/flotilla/services/rollout/snapshot"
 )
@@ -25,6 +26,13 @@ func (r *rollout) upsertHubResource(ctx context.Context, tx pgx.Tx, ev cloudeven
 	given, err := r.hubManifest(ctx, p)
 	if err != nil {
 		return err
+	}
+	if p.ManifestRef != nil {
+		// The consumer checked an inline object against its subject; one from a blob
+		// is checked here, once its identity can be read.
+		if err := events.CheckHubManifest(m.Subject, given); err != nil {
+			return bus.Permanent(err)
+		}
 	}
 	u := &unstructured.Unstructured{}
 	if err := json.Unmarshal(given, &u.Object); err != nil || u.Object == nil {
@@ -61,7 +69,15 @@ func (r *rollout) upsertHubResource(ctx context.Context, tx pgx.Tx, ev cloudeven
 	if _, err := selection.NewObject(manifest); err != nil {
 		return bus.Permanent(fmt.Errorf("hub resource %s %s: %w", gvk.Kind, u.GetName(), err))
 	}
+	if hasSealedField(manifest) {
+		return bus.Permanent(fmt.Errorf("hub resource %s %s: the field %q is Flotilla's own (it marks encrypted manifests in the hub store)", gvk.Kind, u.GetName(), sealedField))
+	}
+	// The hash is of the manifest itself, what the stored row stands for.
 	hash := snapshot.Hash([]json.RawMessage{manifest})
+	stored, err := sealManifest(r.keys, manifest)
+	if err != nil {
+		return bus.Permanent(fmt.Errorf("hub resource %s %s/%s: %w", gvk.Kind, u.GetNamespace(), u.GetName(), err))
+	}
 	id := api.ResourceIdentifier{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Namespace: u.GetNamespace(), Name: u.GetName()}
 	// The row changes only for a newer event (by stream sequence): replicas
 	// may handle two events about one object in either order. The guard is
@@ -80,7 +96,7 @@ func (r *rollout) upsertHubResource(ctx context.Context, tx pgx.Tx, ev cloudeven
 			manifest = excluded.manifest, content_hash = excluded.content_hash, deleted = false,
 			event_seq = excluded.event_seq, event_id = excluded.event_id, updated_at = now()
 		where hub_resources.event_seq < excluded.event_seq`,
-		id.Group, id.Version, id.Kind, id.Namespace, id.Name, manifest, hash, int64(m.Sequence), ev.ID()); err != nil {
+		id.Group, id.Version, id.Kind, id.Namespace, id.Name, stored, hash, int64(m.Sequence), ev.ID()); err != nil {
 		return fmt.Errorf("store hub resource %s %s: %w", id.Kind, id.Name, err)
 	}
 	if prev != nil && !prev.deleted && prev.hash == hash {
@@ -182,26 +198,38 @@ func (r *rollout) hubChanged(ctx context.Context, tx pgx.Tx, id api.ResourceIden
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("find placements to re-select: %w", err)
 	}
-	if len(concerned) == 0 {
+	return r.reselect(ctx, tx, concerned, now)
+}
+
+// reselect opens or extends the coalescing window of the named placements
+// (those that exist, are live and have a spec), locking their rows in name
+// order (see hubChanged).
+func (r *rollout) reselect(ctx context.Context, tx pgx.Tx, names []string, now time.Time) error {
+	if len(names) == 0 {
 		return nil
 	}
-	if _, err := tx.Exec(ctx, `select 1 from rollout_placements where name = any($1) order by name for update`, concerned); err != nil {
+	if _, err := tx.Exec(ctx, `select 1 from rollout_placements where name = any($1) order by name for update`, names); err != nil {
 		return fmt.Errorf("lock placements to re-select: %w", err)
+	}
+	for _, name := range names {
+		r.traces.remember(ctx, name)
 	}
 	// As snapshot.DueAt: push each evaluation a quiet period later, capped
 	// at the window's maximum.
 	if _, err := tx.Exec(ctx, `update rollout_placements set
 			snapshot_window_opened_at = coalesce(snapshot_window_opened_at, $3),
 			snapshot_due_at = least($2::timestamptz, coalesce(snapshot_window_opened_at, $3) + $4 * interval '1 microsecond')
-		where name = any($1)`, concerned, now.Add(r.window), now, r.maxWait.Microseconds()); err != nil {
+		where name = any($1) and not deleted and spec is not null`, names, now.Add(r.window), now, r.maxWait.Microseconds()); err != nil {
 		return fmt.Errorf("schedule re-selection: %w", err)
 	}
 	return nil
 }
 
-// hubStore is the hub store as selection.Store, read in a transaction.
+// hubStore is the hub store as selection.Store, read in a transaction; keys open the
+// manifests sealed in it.
 type hubStore struct {
-	tx pgx.Tx
+	tx   pgx.Tx
+	keys *sealing.Keys
 }
 
 func (s hubStore) ByKind(ctx context.Context, group, version, kind, name string) ([]selection.Object, error) {
@@ -228,7 +256,11 @@ func (s hubStore) query(ctx context.Context, q string, args ...any) ([]selection
 		return nil, fmt.Errorf("read hub store: %w", err)
 	}
 	out := make([]selection.Object, 0, len(manifests))
-	for _, m := range manifests {
+	for _, stored := range manifests {
+		m, err := openManifest(s.keys, stored)
+		if err != nil {
+			return nil, fmt.Errorf("read hub store: %w", err)
+		}
 		o, err := selection.NewObject(m)
 		if err != nil {
 			return nil, fmt.Errorf("read hub store: %w", err)

@@ -21,7 +21,10 @@ import (
 // upsertPlacement stores a placement's defaulted spec. The generation
 // follows the rule of placements.generation (the scheduler's): it bumps when
 // the spec changes or the placement comes back after a delete, so the
-// generations in work and reports agree across services.
+// generations in work and reports agree across services. An update the
+// Fleet rules refuse (api.ValidateSpecUpdate) changes nothing, as in the
+// scheduler (which dead-letters it with the field path) and the status
+// service: all three keep the same spec.
 func (r *rollout) upsertPlacement(ctx context.Context, tx pgx.Tx, m bus.Meta, p *events.PlacementUpserted, now time.Time) error {
 	crp := p.Placement
 	api.SetDefaults(&crp)
@@ -43,6 +46,12 @@ func (r *rollout) upsertPlacement(ctx context.Context, tx pgx.Tx, m bus.Meta, p 
 	}
 	if int64(m.Sequence) <= row.specSeq {
 		return nil // an older event delivered late
+	}
+	if row.spec != nil && !row.deleted {
+		if errs := api.ValidateSpecUpdate(row.spec, &crp.Spec); len(errs) > 0 {
+			r.log.Warn("placement update refused", "placement", crp.Name, "sequence", m.Sequence, "err", errs)
+			return nil
+		}
 	}
 	err = tx.QueryRow(ctx, `
 		update rollout_placements set spec = $2,
@@ -67,7 +76,9 @@ func (r *rollout) deletePlacement(ctx context.Context, tx pgx.Tx, m bus.Meta, na
 	if err != nil || row == nil {
 		return err
 	}
-	if int64(m.Sequence) <= row.specSeq || row.deleted {
+	// Nothing to delete before the placement's upsert arrived: the scheduler
+	// and the status service hold no placement then either.
+	if int64(m.Sequence) <= row.specSeq || row.deleted || row.spec == nil {
 		return nil
 	}
 	if _, err := tx.Exec(ctx, `update rollout_placements set deleted = true, spec_seq = $2, updated_at = now() where name = $1`,
@@ -171,21 +182,66 @@ func summarise(p *events.WorkReported) *plan.Report {
 	if p.DiffReported != nil {
 		rep.DiffReported = &plan.Condition{Status: p.DiffReported.Status, Reason: p.DiffReported.Reason, Message: p.DiffReported.Message}
 	}
-	pending, pendingNotTrackable := 0, 0
-	for _, mr := range p.Manifests {
-		nt := mr.Available.Reason == api.ManifestNotTrackableReason
-		if nt {
-			rep.NotTrackable = true
-		}
-		if mr.Available.Status != "True" {
-			pending++
-			if nt {
-				pendingNotTrackable++
-			}
-		}
-	}
-	rep.OnlyNotTrackablePending = pending > 0 && pending == pendingNotTrackable
+	c := p.ManifestCounts()
+	rep.NotTrackable = c.NotTrackable > 0
+	pending := c.Total - c.Available
+	rep.OnlyNotTrackablePending = pending > 0 && pending == c.NotTrackablePending
 	return rep
+}
+
+// memberJoined records that a member joined, with its labels (override rules
+// select clusters by them).
+func (r *rollout) memberJoined(ctx context.Context, tx pgx.Tx, m bus.Meta, member *api.MemberCluster, now time.Time) error {
+	if err := r.memberChanged(ctx, tx, m, member.Name, false, ""); err != nil {
+		return err
+	}
+	return r.memberLabelled(ctx, tx, m, member, now)
+}
+
+// memberUpdated records a member's new labels.
+func (r *rollout) memberUpdated(ctx context.Context, tx pgx.Tx, m bus.Meta, member *api.MemberCluster, now time.Time) error {
+	if _, err := tx.Exec(ctx, `insert into rollout_members (name, event_seq) values ($1, 0) on conflict do nothing`, member.Name); err != nil {
+		return fmt.Errorf("store member %s: %w", member.Name, err)
+	}
+	return r.memberLabelled(ctx, tx, m, member, now)
+}
+
+// memberLabelled stores a member's labels unless a newer member event was
+// taken, and when they changed wakes the placements whose latest snapshot has
+// overrides and which the member holds: their overrides may render its work
+// differently now, which rolls out under their strategies.
+func (r *rollout) memberLabelled(ctx context.Context, tx pgx.Tx, m bus.Meta, member *api.MemberCluster, now time.Time) error {
+	labels := member.Labels
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	tag, err := tx.Exec(ctx, `
+		update rollout_members set labels = $2, event_seq = greatest(event_seq, $3), updated_at = now()
+		where name = $1 and event_seq <= $3 and labels is distinct from $2::jsonb`, member.Name, labels, int64(m.Sequence))
+	if err != nil {
+		return fmt.Errorf("store the labels of member %s: %w", member.Name, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return nil
+	}
+	rows, err := tx.Query(ctx, `
+		select p.name from rollout_placements p
+		where exists (select 1 from rollout_clusters c where c.placement = p.name and c.cluster = $1 and c.sent = 'work')
+		  and (select s.overrides is not null from resource_snapshots s where s.placement = p.name
+		       order by s.snapshot_index desc limit 1)
+		order by p.name for update of p`, member.Name)
+	if err != nil {
+		return fmt.Errorf("find the placements on member %s: %w", member.Name, err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("find the placements on member %s: %w", member.Name, err)
+	}
+	if _, err := tx.Exec(ctx, `update rollout_placements set wake_at = $2 where name = any($1) and (wake_at is null or wake_at > $2)`,
+		names, now); err != nil {
+		return fmt.Errorf("wake the placements on member %s: %w", member.Name, err)
+	}
+	return nil
 }
 
 // memberChanged records that a member joined or left, and with which leave

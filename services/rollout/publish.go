@@ -13,6 +13,8 @@ import (
 	"github.com/flotilla-dev/flotilla/events/bus"
 	"github.com/flotilla-dev/flotilla/events/revision"
 	"github.com/flotilla-dev/flotilla/platform/outbox"
+	"github.com/flotilla-dev/flotilla/services/rollout/override"
+	"github.com/flotilla-dev/flotilla/services/rollout/plan"
 )
 
 // sendWork enqueues the complete desired state of the placement on a
@@ -20,12 +22,16 @@ import (
 // generation and the cluster's send count, so a retried transaction produces
 // the same event while a later re-send (after a tombstone, say) is a new one.
 func (ps *pass) sendWork(ctx context.Context, c *clusterRow) error {
-	p, latest, key, now := ps.p, ps.latest, ps.key, ps.now
+	p, latest, key, now := ps.p, ps.latest, ps.keyFor(c.cluster), ps.now
 	if ps.manifests == nil {
 		var err error
-		if ps.manifests, err = loadSnapshotManifests(ctx, ps.tx, p.name, latest.index); err != nil {
+		if ps.manifests, err = loadSnapshotManifests(ctx, ps.tx, ps.r.keys, p.name, latest.index); err != nil {
 			return err
 		}
+	}
+	rendered := ps.render(c.cluster)
+	if rendered.Err != nil {
+		return ps.overridesFailed(ctx, c, rendered)
 	}
 	spec := p.spec
 	c.workSeq++
@@ -37,7 +43,7 @@ func (ps *pass) sendWork(ctx context.Context, c *clusterRow) error {
 		DeleteStrategy:           *spec.Strategy.DeleteStrategy,
 		UnavailablePeriodSeconds: int(unavailablePeriod(spec) / time.Second),
 	}
-	if err := ps.attachManifests(ctx, c, &work); err != nil {
+	if err := ps.attachManifests(ctx, c, &work, rendered); err != nil {
 		return err
 	}
 	subject, err := events.WorkSubject(c.cluster, p.name)
@@ -57,7 +63,37 @@ func (ps *pass) sendWork(ctx context.Context, c *clusterRow) error {
 		c.report, c.appliedAt, c.keyGeneration = nil, nil, p.generation
 	}
 	c.sent, c.sentIndex, c.sentGeneration, c.workKey, c.sentAt = sentWork, latest.index, p.generation, key, &now
+	c.overrides = rendered.Applied
 	ps.r.log.Debug("work sent", "placement", p.name, "cluster", c.cluster, "index", latest.index, "generation", p.generation)
+	return saveCluster(ctx, ps.tx, p.name, c)
+}
+
+// render applies the latest snapshot's overrides to its manifests for a cluster.
+func (ps *pass) render(cluster string) override.Result {
+	if len(ps.overrides) == 0 {
+		return override.Result{Manifests: ps.manifests}
+	}
+	return override.Apply(ps.manifests, ps.overrides, ps.cluster(cluster))
+}
+
+// overridesFailed records that the overrides could not be applied for a
+// cluster: it is sent nothing (what it holds stays, as upstream keeps its
+// Work), and counts as moved to the latest snapshot and failed, with the
+// reason in its progress, until the overrides or its labels change.
+func (ps *pass) overridesFailed(ctx context.Context, c *clusterRow, r override.Result) error {
+	p, key, now := ps.p, ps.keyFor(c.cluster), ps.now
+	outcome := events.ClusterOverrides{Failed: events.Truncate(r.Err.Error(), events.MaxMessageBytes)}
+	if r.Applied != nil {
+		outcome.ClusterResourceOverrides, outcome.ResourceOverrides = r.Applied.ClusterResourceOverrides, r.Applied.ResourceOverrides
+	}
+	if !c.holds() || c.workKey != key {
+		c.report, c.appliedAt, c.keyGeneration = nil, nil, p.generation
+	}
+	c.sent, c.sentIndex, c.sentGeneration, c.workKey, c.sentAt = sentWork, ps.latest.index, p.generation, key, &now
+	c.overrides = &outcome
+	ps.readiness[c.cluster] = plan.State{Failed: true, Why: "the overrides failed: " + outcome.Failed}
+	ps.r.log.Warn("overrides failed: the cluster keeps its work", "placement", p.name, "cluster", c.cluster,
+		"index", ps.latest.index, "err", r.Err)
 	return saveCluster(ctx, ps.tx, p.name, c)
 }
 
@@ -83,7 +119,7 @@ func (ps *pass) tombstone(ctx context.Context, c *clusterRow, reason string) err
 	if err := supersedeBlobs(ctx, ps.tx, c.cluster, p.name, "", now); err != nil {
 		return err
 	}
-	c.sent, c.sentAt, c.report, c.appliedAt, c.ready = sentTombstone, &now, nil, nil, false
+	c.sent, c.sentAt, c.report, c.appliedAt, c.ready, c.overrides = sentTombstone, &now, nil, nil, false, nil
 	c.targetKey, c.targetSince = "", nil
 	ps.r.log.Debug("tombstone sent", "placement", p.name, "cluster", c.cluster, "reason", reason)
 	return saveCluster(ctx, ps.tx, p.name, c)

@@ -2,6 +2,8 @@ package rollout
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -13,6 +15,7 @@ import (
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/events/bus"
+	"github.com/flotilla-dev/flotilla/services/rollout/override"
 	"github.com/flotilla-dev/flotilla/services/rollout/plan"
 )
 
@@ -25,6 +28,7 @@ const startedMessage = "Detected the new changes on the resources and started th
 // content changed, plans the rollout, sends work and tombstones, reports
 // progress when it changed and sets the next timer.
 func (r *rollout) reconcile(ctx context.Context, tx pgx.Tx, p *placementRow, now time.Time) error {
+	r.traces.remember(ctx, p.name)
 	ps := &pass{r: r, tx: tx, p: p, now: now}
 	if err := ps.load(ctx); err != nil {
 		return err
@@ -36,7 +40,9 @@ func (r *rollout) reconcile(ctx context.Context, tx pgx.Tx, p *placementRow, now
 		return err
 	}
 	ps.involve()
-	ps.assess()
+	if err := ps.assess(ctx); err != nil {
+		return err
+	}
 	// Plan and act, once there is something to roll out.
 	if ps.latest != nil {
 		if err := ps.roll(ctx); err != nil {
@@ -66,7 +72,12 @@ type pass struct {
 	clusters map[string]*clusterRow        // by name; involve adds the newly scheduled
 	gone     map[string]events.LeavePolicy // members that left the fleet
 	latest   *latestSnapshot               // nil until the first snapshot is cut
-	key      string                        // work key of latest under the current spec
+	key      string                        // work key of latest under the current spec (see keyFor)
+
+	// overrides are those latest applies, and labels the labels of the
+	// involved clusters when there are overrides (their rules read them).
+	overrides []override.Snapshot
+	labels    map[string]map[string]string
 
 	scheduled  map[string]bool // chosen by the scheduler's decision
 	names      map[string]bool // scheduled or holding work
@@ -77,6 +88,7 @@ type pass struct {
 	decided   plan.Plan
 	manifests []json.RawMessage // of latest; loaded by the first send
 	encoded   []byte            // manifests as one JSON array, encoded by the first send
+	secret    bool              // the manifests hold a Secret value: they travel as a blob
 	wake      *time.Time        // the earliest time the placement needs another look
 }
 
@@ -148,21 +160,57 @@ func (ps *pass) involve() {
 	}
 }
 
-// assess judges the readiness of each holder from its last report.
-func (ps *pass) assess() {
+// assess reads the overrides of the latest snapshot and the labels they
+// need, and judges the readiness of each holder from its last report (or its
+// overrides' failure).
+func (ps *pass) assess(ctx context.Context) error {
 	spec := ps.p.spec
 	ps.period = unavailablePeriod(spec)
 	ps.reportDiff = spec.Strategy.ApplyStrategy != nil && spec.Strategy.ApplyStrategy.Type == api.ApplyStrategyTypeReportDiff
 	if ps.latest != nil {
 		ps.key = workKey(ps.latest.index, spec)
+		var err error
+		if ps.overrides, err = loadSnapshotOverrides(ctx, ps.tx, ps.p.name, ps.latest.index); err != nil {
+			return err
+		}
+		if len(ps.overrides) > 0 {
+			if ps.labels, err = memberLabels(ctx, ps.tx, sortedKeys(ps.names)); err != nil {
+				return err
+			}
+		}
 	}
 	ps.readiness = map[string]plan.State{}
 	for n := range ps.names {
 		c := ps.clusters[n]
-		if c.holds() {
+		switch {
+		case c.holds() && c.overrides != nil && c.overrides.Failed != "" && c.workKey == ps.keyFor(n):
+			ps.readiness[n] = plan.State{Failed: true, Why: "the overrides failed: " + c.overrides.Failed}
+		case c.holds():
 			ps.readiness[n] = plan.Readiness(c.report, ps.reportDiff, deref(c.appliedAt), ps.period, ps.now)
 		}
 	}
+	return nil
+}
+
+// keyFor is the work key of the latest snapshot on a cluster: the
+// placement's key, and what of the cluster its overrides depend on
+// (override.View), so that a cluster whose labels change what the overrides
+// make of its manifests is sent them again.
+func (ps *pass) keyFor(cluster string) string {
+	if len(ps.overrides) == 0 {
+		return ps.key
+	}
+	sum := sha256.Sum256([]byte(ps.key + "\x00" + override.View(ps.overrides, ps.cluster(cluster))))
+	return hex.EncodeToString(sum[:16])
+}
+
+// cluster is what override rules see of a cluster.
+func (ps *pass) cluster(name string) override.Cluster {
+	labels := ps.labels[name]
+	if labels == nil {
+		labels = map[string]string{api.MemberNameLabel: name}
+	}
+	return override.Cluster{Name: name, Labels: labels}
 }
 
 // roll plans the rollout of the latest snapshot and carries the plan out:
@@ -175,7 +223,7 @@ func (ps *pass) roll(ctx context.Context) error {
 		st := ps.readiness[n]
 		_, left := ps.gone[n]
 		in.Clusters = append(in.Clusters, plan.Cluster{
-			Name: n, Scheduled: ps.scheduled[n], Holds: c.holds(), Current: c.holds() && c.workKey == ps.key,
+			Name: n, Scheduled: ps.scheduled[n], Holds: c.holds(), Current: c.holds() && c.workKey == ps.keyFor(n),
 			Ready: st.Ready, Failed: st.Failed, Gone: left,
 		})
 	}
@@ -189,10 +237,13 @@ func (ps *pass) roll(ctx context.Context) error {
 		}
 	}
 	for _, n := range append(slices.Clone(ps.decided.Update), ps.decided.Add...) {
-		if err := ps.sendWork(ctx, ps.clusters[n]); err != nil {
+		c := ps.clusters[n]
+		if err := ps.sendWork(ctx, c); err != nil {
 			return err
 		}
-		ps.readiness[n] = plan.Readiness(nil, ps.reportDiff, time.Time{}, ps.period, ps.now)
+		if c.overrides == nil || c.overrides.Failed == "" {
+			ps.readiness[n] = plan.Readiness(nil, ps.reportDiff, time.Time{}, ps.period, ps.now)
+		}
 	}
 	if in.Strategy.External {
 		return nil
@@ -205,7 +256,7 @@ func (ps *pass) roll(ctx context.Context) error {
 func (ps *pass) refreshGeneration(ctx context.Context) error {
 	for _, n := range sortedKeys(ps.names) {
 		c := ps.clusters[n]
-		if ps.scheduled[n] && c.holds() && c.workKey == ps.key && c.sentGeneration != ps.p.generation {
+		if ps.scheduled[n] && c.holds() && c.workKey == ps.keyFor(n) && c.sentGeneration != ps.p.generation {
 			if err := ps.sendWork(ctx, c); err != nil {
 				return err
 			}
@@ -242,12 +293,12 @@ func (ps *pass) track(ctx context.Context) (progress, error) {
 		if ps.scheduled[n] {
 			cr := ps.clusterRollout(c)
 			e := events.ClusterProgress{Cluster: n, Started: cr.Started, ResourceIndex: cr.ResourceIndex, Reason: cr.Reason,
-				Message: events.Truncate(cr.Message, events.MaxMessageBytes), Stuck: cr.Stuck}
+				Message: events.Truncate(cr.Message, events.MaxMessageBytes), Stuck: cr.Stuck, Overrides: cr.Overrides}
 			pr.all = append(pr.all, e)
 			entry = &e
 		}
 		switch {
-		case entry != nil && (c.reported == nil || *c.reported != *entry):
+		case entry != nil && (c.reported == nil || !c.reported.Equal(*entry)):
 			pr.changed = append(pr.changed, *entry)
 		case entry == nil && c.reported != nil:
 			pr.changed = append(pr.changed, events.ClusterProgress{Cluster: n, Removed: true})
@@ -268,11 +319,12 @@ func (ps *pass) track(ctx context.Context) (progress, error) {
 // ready by the clock.
 func (ps *pass) clusterRollout(c *clusterRow) events.ClusterRollout {
 	n := c.cluster
-	current := ps.latest != nil && c.holds() && c.workKey == ps.key
+	key := ps.keyFor(n)
+	current := ps.latest != nil && c.holds() && c.workKey == key
 	st := ps.readiness[n]
 	done := current && st.Ready
-	if ps.latest != nil && c.targetKey != ps.key {
-		c.targetKey, c.targetSince = ps.key, &ps.now
+	if ps.latest != nil && c.targetKey != key {
+		c.targetKey, c.targetSince = key, &ps.now
 	} else if c.targetSince == nil || (c.ready && !done) {
 		// First seen, or ready before and not any more: the deadline
 		// runs from now.
@@ -288,6 +340,7 @@ func (ps *pass) clusterRollout(c *clusterRow) events.ClusterRollout {
 	switch {
 	case current:
 		cr.Reason, cr.Message = api.RolloutStartedReason, startedMessage
+		cr.Overrides = c.overrides
 	case ps.latest == nil:
 		cr.Reason, why = api.RolloutNotStartedYetReason, "waiting for the first resource snapshot of the placement"
 		cr.Message = why

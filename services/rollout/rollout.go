@@ -31,6 +31,7 @@ import (
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/bus"
 	"github.com/flotilla-dev/flotilla/platform/inbox"
+	"github.com/flotilla-dev/flotilla/platform/sealing"
 	"github.com/flotilla-dev/flotilla/platform/service"
 )
 
@@ -64,7 +65,13 @@ type Config struct {
 	Tick time.Duration
 	// Now is the clock; time.Now by default.
 	Now func() time.Time
+	// EncryptionKeyFile holds the keys Secrets are sealed with in PostgreSQL (see package
+	// sealing for its format). Without it, hub Secrets are refused.
+	EncryptionKeyFile string
 }
+
+// EnvEncryptionKeyFile gives --encryption-key-file its default.
+const EnvEncryptionKeyFile = "FLOTILLA_ENCRYPTION_KEY_FILE"
 
 // RegisterFlags adds the rollout's own flags, with defaults from the environment.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
@@ -74,6 +81,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		"evaluate it at most this long after a burst began, even if changes keep coming")
 	fs.DurationVar(&c.StuckAfter, "stuck-after", durationEnv("FLOTILLA_STUCK_AFTER", DefaultStuckAfter),
 		"how long a cluster may take to become applied and available before the rollout reports it stuck")
+	fs.StringVar(&c.EncryptionKeyFile, "encryption-key-file", os.Getenv(EnvEncryptionKeyFile),
+		"file of the keys that encrypt Secrets in PostgreSQL, one <name>:<base64 of 32 bytes> per line, the first encrypting; without it Secrets are refused (env "+EnvEncryptionKeyFile+")")
 }
 
 // Validate checks the shared options and the rollout's own.
@@ -86,6 +95,11 @@ func (c *Config) Validate() error {
 	}{{"--snapshot-window", c.SnapshotWindow}, {"--snapshot-max-wait", c.SnapshotMaxWait}, {"--stuck-after", c.StuckAfter}, {"tick", c.Tick}} {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("%s must not be negative, got %s", d.flag, d.v))
+		}
+	}
+	if c.EncryptionKeyFile != "" {
+		if _, err := sealing.LoadKeys(c.EncryptionKeyFile); err != nil {
+			errs = append(errs, fmt.Errorf("--encryption-key-file: %w", err))
 		}
 	}
 	return errors.Join(errs...)
@@ -115,16 +129,26 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("rollout: %w", err)
 	}
+	var keys *sealing.Keys
+	if cfg.EncryptionKeyFile != "" {
+		if keys, err = sealing.LoadKeys(cfg.EncryptionKeyFile); err != nil {
+			return fmt.Errorf("rollout: %w", err)
+		}
+	}
 	env, err := service.Open(ctx, "rollout", cfg.Options)
 	if err != nil {
 		return fmt.Errorf("rollout: %w", err)
 	}
 	defer env.Close()
 	r := newRollout(env, cfg)
+	r.keys = keys
+	if err := r.sealStored(ctx); err != nil {
+		return fmt.Errorf("rollout: %w", err)
+	}
 	return env.Run(ctx,
 		func(ctx context.Context) error {
 			return bus.ConsumeBatches(ctx, env.JS, bus.StreamEvents, consumer, r.handle,
-				bus.WithValidator(events.Validate), bus.WithLogger(env.Log))
+				env.ConsumeOptions(consumer, bus.WithValidator(events.Admit), env.Observed(bus.StreamEvents, consumer))...)
 		},
 		r.runTimers,
 		r.collectBlobs,
@@ -142,6 +166,10 @@ type rollout struct {
 	tick       time.Duration
 	// poke wakes the timer loop after an event that may have set a due time.
 	poke chan struct{}
+	// keys seal Secrets at rest; nil without --encryption-key-file.
+	keys *sealing.Keys
+	// traces carry a change's trace on to what the timers send for it.
+	traces traces
 }
 
 func newRollout(env *service.Env, cfg Config) *rollout {
@@ -171,6 +199,7 @@ func newRollout(env *service.Env, cfg Config) *rollout {
 func (r *rollout) handle(ctx context.Context, batch []bus.Delivery) error {
 	var (
 		evs      []cloudevents.Event
+		kept     []bus.Delivery
 		metas    []bus.Meta
 		payloads []any
 	)
@@ -180,20 +209,22 @@ func (r *rollout) handle(ctx context.Context, batch []bus.Delivery) error {
 			return bus.Permanent(err)
 		}
 		switch payload.(type) {
-		case *events.HubResourceUpserted, *events.HubResourceDeleted,
+		case *events.HubResourceUpserted, *events.HubResourceDeleted, *events.OverrideUpserted, *events.OverrideDeleted,
 			*events.PlacementUpserted, *events.PlacementDeleted, *events.PlacementScheduledV2,
-			*events.WorkReported, *events.MemberJoined, *events.MemberLeft:
+			*events.WorkReported, *events.MemberJoined, *events.MemberUpdated, *events.MemberLeft:
 			evs, metas, payloads = append(evs, d.Event), append(metas, d.Meta), append(payloads, payload)
+			kept = append(kept, d)
 		default:
-			// Heartbeats, member updates: not the rollout's business, and
-			// frequent enough that an inbox row for each would be waste.
+			// Heartbeats: not the rollout's business, and frequent enough
+			// that an inbox row for each would be waste.
 		}
 	}
 	if len(evs) == 0 {
 		return nil
 	}
 	ran, err := inbox.HandleBatch(ctx, r.env.Pool, consumer, evs, func(ctx context.Context, tx pgx.Tx, i int) error {
-		return r.apply(ctx, tx, evs[i], metas[i], payloads[i])
+		// Within the event's trace, which the work and progress it causes carry on.
+		return r.apply(kept[i].Context(ctx), tx, evs[i], metas[i], payloads[i])
 	})
 	if err != nil {
 		return err
@@ -225,8 +256,14 @@ func (r *rollout) apply(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, m 
 		return r.scheduled(ctx, tx, p, now)
 	case *events.WorkReported:
 		return r.reported(ctx, tx, m, p, now)
+	case *events.OverrideUpserted:
+		return r.upsertOverride(ctx, tx, ev.ID(), m, p, now)
+	case *events.OverrideDeleted:
+		return r.deleteOverride(ctx, tx, ev.ID(), m, p, now)
 	case *events.MemberJoined:
-		return r.memberChanged(ctx, tx, m, p.Member.Name, false, "")
+		return r.memberJoined(ctx, tx, m, &p.Member, now)
+	case *events.MemberUpdated:
+		return r.memberUpdated(ctx, tx, m, &p.Member, now)
 	case *events.MemberLeft:
 		return r.memberChanged(ctx, tx, m, p.Name, true, p.LeavePolicy)
 	}
@@ -294,6 +331,7 @@ func (r *rollout) fireTimers(ctx context.Context) error {
 	}
 	var errs []error
 	for _, name := range names {
+		ctx := r.traces.context(ctx, name)
 		err := pgx.BeginFunc(ctx, r.env.Pool, func(tx pgx.Tx) error {
 			p, err := lockPlacement(ctx, tx, name, lockDue, now)
 			if err != nil || p == nil {

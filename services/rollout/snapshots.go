@@ -12,7 +12,9 @@ import (
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/events/bus"
+	"github.com/flotilla-dev/flotilla/events/revision"
 	"github.com/flotilla-dev/flotilla/platform/outbox"
+	"github.com/flotilla-dev/flotilla/services/rollout/override"
 	"github.com/flotilla-dev/flotilla/services/rollout/selection"
 	"github.com/flotilla-dev/flotilla/services/rollout/snapshot"
 )
@@ -21,7 +23,7 @@ import (
 // when their content differs from the latest one.
 func (ps *pass) evaluateSelection(ctx context.Context) error {
 	p, tx, now := ps.p, ps.tx, ps.now
-	objs, err := selection.Select(ctx, p.spec.ResourceSelectors, hubStore{tx})
+	objs, err := selection.Select(ctx, p.spec.ResourceSelectors, hubStore{tx, ps.r.keys})
 	var invalid *selection.InvalidError
 	if errors.As(err, &invalid) {
 		msg := invalid.Error()
@@ -40,6 +42,11 @@ func (ps *pass) evaluateSelection(ctx context.Context) error {
 		p.selectionError = &msg
 		return nil
 	}
+	overrides, err := applicableOverrides(ctx, tx, p.name, content.Manifests)
+	if err != nil {
+		return err
+	}
+	content.Hash = snapshot.HashWithOverrides(content.Manifests, overrides)
 	latest, err := loadLatestSnapshot(ctx, tx, p.name)
 	if err != nil {
 		return err
@@ -56,10 +63,14 @@ func (ps *pass) evaluateSelection(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("snapshot of %s: %w", p.name, err)
 	}
+	stored, err := sealAll(ps.r.keys, content.Manifests)
+	if err != nil {
+		return fmt.Errorf("snapshot of %s: %w", p.name, err)
+	}
 	if _, err := tx.Exec(ctx, `
-		insert into resource_snapshots (placement, snapshot_index, content_hash, manifests, selected_resources, generation, event_id, created_at)
-		values ($1, $2, $3, $4, $5, $6, $7, $8)`,
-		p.name, index, content.Hash, content.Manifests, resources, p.generation, id, now); err != nil {
+		insert into resource_snapshots (placement, snapshot_index, content_hash, manifests, selected_resources, generation, event_id, created_at, overrides)
+		values ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+		p.name, index, content.Hash, stored, resources, p.generation, id, now, overrides); err != nil {
 		return fmt.Errorf("store snapshot %d of %s: %w", index, p.name, err)
 	}
 	if err := pruneSnapshots(ctx, tx, p, now); err != nil {
@@ -69,14 +80,55 @@ func (ps *pass) evaluateSelection(ctx context.Context) error {
 	if err != nil {
 		return bus.Permanent(err)
 	}
-	ev, err := events.New(events.TypeSnapshotCreated, ps.r.env.Source, p.name, id, events.SnapshotCreated{
-		Placement: p.name, Index: index, Hash: content.Hash, SelectedResources: content.Resources,
+	ps.r.log.Info("resource snapshot cut", "placement", p.name, "index", index, "hash", content.Hash, "resources", len(content.Resources))
+	return ps.announceSnapshot(ctx, subject, id, events.SnapshotCreated{
+		Placement: p.name, Index: index, Hash: content.Hash, ResourceCount: len(content.Resources),
+	}, content.Resources)
+}
+
+// applicableOverrides returns, as JSON, the overrides that concern a
+// placement whose selected manifests are given (override.Applicable); nil
+// when none does.
+func applicableOverrides(ctx context.Context, tx pgx.Tx, placement string, manifests []json.RawMessage) (json.RawMessage, error) {
+	all, err := overridesFor(ctx, tx, placement)
+	if err != nil || len(all) == 0 {
+		return nil, err
+	}
+	applicable := override.Applicable(placement, manifests, all)
+	if len(applicable) == 0 {
+		return nil, nil
+	}
+	raw, err := json.Marshal(applicable)
+	if err != nil {
+		return nil, fmt.Errorf("the overrides of %s: %w", placement, err)
+	}
+	return raw, nil
+}
+
+// announceSnapshot enqueues the events of a new snapshot: its list of
+// resources cut into bounded pieces (see events.SnapshotCreated). The first
+// piece's id is the snapshot's, as before pieces.
+func (ps *pass) announceSnapshot(ctx context.Context, subject, id string, h events.SnapshotCreated, resources []api.ResourceIdentifier) error {
+	pieces, err := revision.Cut(h, resources, func(p *events.SnapshotCreated, piece, pieces int, rs []api.ResourceIdentifier) {
+		p.Piece, p.Pieces, p.SelectedResources = piece, pieces, rs
 	})
 	if err != nil {
-		return fmt.Errorf("snapshot event for %s: %w", p.name, err)
+		return bus.Permanent(fmt.Errorf("snapshot %d of %s: %w", h.Index, h.Placement, err))
 	}
-	ps.r.log.Info("resource snapshot cut", "placement", p.name, "index", index, "hash", content.Hash, "resources", len(content.Resources))
-	return outbox.Enqueue(ctx, tx, subject, ev)
+	for _, p := range pieces {
+		pid := id
+		if p.Piece > 0 {
+			pid = events.ID(id, fmt.Sprint(p.Piece))
+		}
+		ev, err := events.New(events.TypeSnapshotCreated, ps.r.env.Source, h.Placement, pid, p)
+		if err != nil {
+			return fmt.Errorf("snapshot event for %s: %w", h.Placement, err)
+		}
+		if err := outbox.Enqueue(ctx, ps.tx, subject, ev); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // MaxSnapshotBytes bounds a resource snapshot: its manifests, encoded as one JSON array,

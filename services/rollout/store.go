@@ -12,6 +12,8 @@ import (
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/events/revision"
+	"github.com/flotilla-dev/flotilla/platform/sealing"
+	"github.com/flotilla-dev/flotilla/services/rollout/override"
 	"github.com/flotilla-dev/flotilla/services/rollout/plan"
 )
 
@@ -125,6 +127,9 @@ type clusterRow struct {
 	// reported is the cluster's entry in the progress as last emitted, nil
 	// when it is not in it.
 	reported *events.ClusterProgress
+	// overrides is what the overrides did to the work last sent (or, when
+	// they failed, not sent): nil when none applied.
+	overrides *events.ClusterOverrides
 }
 
 func (c *clusterRow) holds() bool { return c.sent == sentWork }
@@ -136,16 +141,22 @@ const (
 
 const clusterColumns = `cluster, coalesce(sent, ''), coalesce(sent_index, 0), coalesce(sent_generation, 0),
 	coalesce(work_key, ''), coalesce(key_generation, 0), sent_at, work_seq, report, report_seq, applied_at,
-	coalesce(target_key, ''), target_since, ready, reported`
+	coalesce(target_key, ''), target_since, ready, reported, overrides`
 
 func scanCluster(row pgx.Row) (*clusterRow, error) {
 	var (
-		c                clusterRow
-		report, reported []byte
+		c                           clusterRow
+		report, reported, overrides []byte
 	)
 	if err := row.Scan(&c.cluster, &c.sent, &c.sentIndex, &c.sentGeneration, &c.workKey, &c.keyGeneration, &c.sentAt,
-		&c.workSeq, &report, &c.reportSeq, &c.appliedAt, &c.targetKey, &c.targetSince, &c.ready, &reported); err != nil {
+		&c.workSeq, &report, &c.reportSeq, &c.appliedAt, &c.targetKey, &c.targetSince, &c.ready, &reported, &overrides); err != nil {
 		return nil, err
+	}
+	if overrides != nil {
+		c.overrides = new(events.ClusterOverrides)
+		if err := json.Unmarshal(overrides, c.overrides); err != nil {
+			return nil, fmt.Errorf("read the overrides of %s: %w", c.cluster, err)
+		}
 	}
 	if reported != nil {
 		c.reported = new(events.ClusterProgress)
@@ -199,7 +210,13 @@ func loadCluster(ctx context.Context, tx pgx.Tx, placement, cluster string) (*cl
 
 // saveCluster writes a cluster row.
 func saveCluster(ctx context.Context, tx pgx.Tx, placement string, c *clusterRow) error {
-	var report, reported []byte
+	var report, reported, overrides []byte
+	if c.overrides != nil {
+		var err error
+		if overrides, err = json.Marshal(c.overrides); err != nil {
+			return fmt.Errorf("save cluster %s of %s: %w", c.cluster, placement, err)
+		}
+	}
 	if c.report != nil {
 		var err error
 		if report, err = json.Marshal(c.report); err != nil {
@@ -214,16 +231,16 @@ func saveCluster(ctx context.Context, tx pgx.Tx, placement string, c *clusterRow
 	}
 	_, err := tx.Exec(ctx, `
 		insert into rollout_clusters (placement, cluster, sent, sent_index, sent_generation, work_key, key_generation,
-			sent_at, work_seq, report, report_seq, applied_at, target_key, target_since, ready, reported)
-		values ($1, $2, nullif($3, ''), $4, $5, nullif($6, ''), $7, $8, $9, $10, $11, $12, nullif($13, ''), $14, $15, $16)
+			sent_at, work_seq, report, report_seq, applied_at, target_key, target_since, ready, reported, overrides)
+		values ($1, $2, nullif($3, ''), $4, $5, nullif($6, ''), $7, $8, $9, $10, $11, $12, nullif($13, ''), $14, $15, $16, $17)
 		on conflict (placement, cluster) do update set sent = excluded.sent, sent_index = excluded.sent_index,
 			sent_generation = excluded.sent_generation, work_key = excluded.work_key,
 			key_generation = excluded.key_generation, sent_at = excluded.sent_at, work_seq = excluded.work_seq,
 			report = excluded.report, report_seq = excluded.report_seq, applied_at = excluded.applied_at,
 			target_key = excluded.target_key, target_since = excluded.target_since, ready = excluded.ready,
-			reported = excluded.reported, updated_at = now()`,
+			reported = excluded.reported, overrides = excluded.overrides, updated_at = now()`,
 		placement, c.cluster, c.sent, c.sentIndex, c.sentGeneration, c.workKey, c.keyGeneration,
-		c.sentAt, c.workSeq, report, c.reportSeq, c.appliedAt, c.targetKey, c.targetSince, c.ready, reported)
+		c.sentAt, c.workSeq, report, c.reportSeq, c.appliedAt, c.targetKey, c.targetSince, c.ready, reported, overrides)
 	if err != nil {
 		return fmt.Errorf("save cluster %s of %s: %w", c.cluster, placement, err)
 	}
@@ -267,7 +284,8 @@ func loadLatestSnapshot(ctx context.Context, tx pgx.Tx, placement string) (*late
 	return &s, nil
 }
 
-func loadSnapshotManifests(ctx context.Context, tx pgx.Tx, placement string, index int64) ([]json.RawMessage, error) {
+// loadSnapshotManifests reads a snapshot's manifests, opening those sealed.
+func loadSnapshotManifests(ctx context.Context, tx pgx.Tx, keys *sealing.Keys, placement string, index int64) ([]json.RawMessage, error) {
 	var manifests []json.RawMessage
 	err := tx.QueryRow(ctx, `select manifests from resource_snapshots where placement = $1 and snapshot_index = $2`,
 		placement, index).Scan(&manifests)
@@ -277,5 +295,27 @@ func loadSnapshotManifests(ctx context.Context, tx pgx.Tx, placement string, ind
 	if manifests == nil {
 		return nil, fmt.Errorf("manifests of snapshot %d of %s were pruned", index, placement)
 	}
-	return manifests, nil
+	opened, err := openAll(keys, manifests)
+	if err != nil {
+		return nil, fmt.Errorf("manifests of snapshot %d of %s: %w", index, placement, err)
+	}
+	return opened, nil
+}
+
+// loadSnapshotOverrides reads the overrides a snapshot applies; nil when none.
+func loadSnapshotOverrides(ctx context.Context, tx pgx.Tx, placement string, index int64) ([]override.Snapshot, error) {
+	var raw []byte
+	err := tx.QueryRow(ctx, `select overrides from resource_snapshots where placement = $1 and snapshot_index = $2`,
+		placement, index).Scan(&raw)
+	if err != nil {
+		return nil, fmt.Errorf("overrides of snapshot %d of %s: %w", index, placement, err)
+	}
+	if raw == nil {
+		return nil, nil
+	}
+	var out []override.Snapshot
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil, fmt.Errorf("overrides of snapshot %d of %s: %w", index, placement, err)
+	}
+	return out, nil
 }

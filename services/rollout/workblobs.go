@@ -4,35 +4,41 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/flotilla-dev/flotilla/events"
+	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/events/bus"
+	"github.com/flotilla-dev/flotilla/services/rollout/override"
 )
 
-// Work whose manifests encode over events.InlineManifestsBytes travels by claim check:
+// Work whose manifests encode over events.InlineManifestsBytes, or hold a Secret value,
+// travels by claim check:
 // the manifests are a blob on the bus under the cluster's and placement's prefix (only
 // that cluster's worker may read it) and the WorkDesired names it. work_blobs records
 // each stored blob; one replaced by newer work or a tombstone is purged from the bus
-// BlobGrace later, when no worker should still be reading it.
+// BlobGrace later, when no worker should still be reading it. A Secret's values so stay
+// out of the outbox, which keeps the events it published: they are only on the bus, where
+// the member's worker alone may read them.
 
 // BlobGrace is how long a replaced work blob stays on the bus.
 const BlobGrace = 10 * time.Minute
 
-// attachManifests puts the latest snapshot's manifests into work, inline or as a blob, and
-// marks every other blob of the placement on the cluster as replaced.
-func (ps *pass) attachManifests(ctx context.Context, c *clusterRow, work *events.WorkDesired) error {
-	if ps.encoded == nil {
-		var err error
-		if ps.encoded, err = json.Marshal(ps.manifests); err != nil {
-			return fmt.Errorf("encode the manifests of %s: %w", ps.p.name, err)
-		}
+// attachManifests puts the cluster's manifests (the latest snapshot's, as its overrides
+// made them) into work, inline or as a blob, and marks every other blob of the placement on
+// the cluster as replaced. Manifests no override changed are encoded once for every cluster.
+func (ps *pass) attachManifests(ctx context.Context, c *clusterRow, work *events.WorkDesired, rendered override.Result) error {
+	manifests := rendered.Manifests
+	encoded, secret, err := ps.encode(manifests, !rendered.Changed)
+	if err != nil {
+		return err
 	}
 	digest := ""
-	if len(ps.encoded) <= events.InlineManifestsBytes {
-		work.Manifests = ps.manifests
+	if len(encoded) <= events.InlineManifestsBytes && !secret {
+		work.Manifests = manifests
 		if work.Manifests == nil {
 			work.Manifests = []json.RawMessage{}
 		}
@@ -41,7 +47,7 @@ func (ps *pass) attachManifests(ctx context.Context, c *clusterRow, work *events
 		if err != nil {
 			return bus.Permanent(err)
 		}
-		ref := bus.NewBlobRef(prefix, ps.encoded)
+		ref := bus.NewBlobRef(prefix, encoded)
 		digest = ref.Digest
 		// The row first: it waits for a purge of the same digest that is under way, so
 		// the blob stored below is not purged after it.
@@ -52,12 +58,29 @@ func (ps *pass) attachManifests(ctx context.Context, c *clusterRow, work *events
 			c.cluster, ps.p.name, ref.Digest, ref.Size, ref.Chunks, ps.now); err != nil {
 			return fmt.Errorf("record the work blob of %s on %s: %w", ps.p.name, c.cluster, err)
 		}
-		if ref, err = bus.PutBlob(ctx, ps.r.env.JS, bus.StreamWorkBlobs, prefix, ps.encoded); err != nil {
+		if ref, err = bus.PutBlob(ctx, ps.r.env.JS, bus.StreamWorkBlobs, prefix, encoded); err != nil {
 			return fmt.Errorf("store the manifests of %s for %s: %w", ps.p.name, c.cluster, err)
 		}
 		work.ManifestsRef = &ref
 	}
 	return supersedeBlobs(ctx, ps.tx, c.cluster, ps.p.name, digest, ps.now)
+}
+
+// encode encodes manifests as one JSON array and says whether they hold a Secret value;
+// shared manifests (the snapshot's own) are encoded once per pass.
+func (ps *pass) encode(manifests []json.RawMessage, shared bool) ([]byte, bool, error) {
+	if shared && ps.encoded != nil {
+		return ps.encoded, ps.secret, nil
+	}
+	encoded, err := json.Marshal(manifests)
+	if err != nil {
+		return nil, false, fmt.Errorf("encode the manifests of %s: %w", ps.p.name, err)
+	}
+	secret := slices.ContainsFunc(manifests, func(m json.RawMessage) bool { return api.HoldsSecret(m) })
+	if shared {
+		ps.encoded, ps.secret = encoded, secret
+	}
+	return encoded, secret, nil
 }
 
 // supersedeBlobs marks the placement's blobs on the cluster, other than keep, as replaced.

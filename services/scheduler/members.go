@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -18,10 +19,14 @@ import (
 
 // member is what the scheduler knows of one member cluster.
 type member struct {
-	mc        api.MemberCluster
-	joined    bool
-	joinedAt  time.Time
+	mc       api.MemberCluster
+	joined   bool
+	joinedAt time.Time
+	// heartbeat is when the bus received the member's latest heartbeat.
 	heartbeat time.Time
+	// seq is the stream sequence of the latest member event taken (joined,
+	// updated, left, heartbeat: one subject, so one order).
+	seq int64
 }
 
 // load reads the members from PostgreSQL.
@@ -49,7 +54,7 @@ func (s *Scheduler) syncMembers(ctx context.Context, tx pgx.Tx, exclusive bool) 
 	if version == s.fleetVersion {
 		return nil
 	}
-	rows, err := tx.Query(ctx, `select name, spec, state = 'joined', joined_at, heartbeat_at from member_clusters`)
+	rows, err := tx.Query(ctx, `select name, spec, state = 'joined', joined_at, heartbeat_at, event_seq from member_clusters`)
 	if err != nil {
 		return fmt.Errorf("load members: %w", err)
 	}
@@ -61,7 +66,7 @@ func (s *Scheduler) syncMembers(ctx context.Context, tx pgx.Tx, exclusive bool) 
 			m    member
 			hb   *time.Time
 		)
-		if err := rows.Scan(&name, &spec, &m.joined, &m.joinedAt, &hb); err != nil {
+		if err := rows.Scan(&name, &spec, &m.joined, &m.joinedAt, &hb, &m.seq); err != nil {
 			return fmt.Errorf("load members: %w", err)
 		}
 		if err := json.Unmarshal(spec, &m.mc); err != nil {
@@ -136,12 +141,25 @@ func (m *member) framework() (*framework.Member, error) {
 	return fm, nil
 }
 
-func (s *Scheduler) upsertMember(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, mc *api.MemberCluster, join bool) error {
+// late reports whether a member event with stream sequence seq is older than the
+// latest one taken about the member, and logs it.
+func (s *Scheduler) late(m *member, name string, seq int64) bool {
+	if m == nil || seq > m.seq {
+		return false
+	}
+	s.env.Log.Debug("older member event delivered late; ignored", "cluster", name, "sequence", seq, "held", m.seq)
+	return true
+}
+
+func (s *Scheduler) upsertMember(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, seq int64, mc *api.MemberCluster, join bool) error {
 	api.Default(mc)
 	if errs := api.ValidateMemberCluster(mc); len(errs) > 0 {
 		return bus.Permanent(fmt.Errorf("member %s: %w", mc.Name, errs))
 	}
 	prev := s.members[mc.Name]
+	if s.late(prev, mc.Name, seq) {
+		return nil
+	}
 	if prev != nil {
 		// Properties come from heartbeats; an update of labels keeps them.
 		mc.Status = prev.mc.Status
@@ -155,18 +173,22 @@ func (s *Scheduler) upsertMember(ctx context.Context, tx pgx.Tx, ev cloudevents.
 	}
 	var joinedAt time.Time
 	err := tx.QueryRow(ctx, `
-		insert into member_clusters (name, spec, labels, taints, state)
-		values ($1, $2, $3, $4, $5)
+		insert into member_clusters (name, spec, labels, taints, state, event_seq)
+		values ($1, $2, $3, $4, $5, $6)
 		on conflict (name) do update set spec = excluded.spec, labels = excluded.labels,
 			taints = excluded.taints, state = excluded.state,
 			joined_at = case when member_clusters.state = 'left' and excluded.state = 'joined' then now() else member_clusters.joined_at end,
 			left_at = case when excluded.state = 'joined' then null else member_clusters.left_at end,
-			updated_at = now()
-		returning joined_at`, mc.Name, spec, labels, taints, state).Scan(&joinedAt)
+			event_seq = excluded.event_seq, updated_at = now()
+		where member_clusters.event_seq < excluded.event_seq
+		returning joined_at`, mc.Name, spec, labels, taints, state, seq).Scan(&joinedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil // a newer event about the member was taken first (by another replica)
+	}
 	if err != nil {
 		return fmt.Errorf("store member %s: %w", mc.Name, err)
 	}
-	m := &member{mc: *mc, joined: state == "joined", joinedAt: joinedAt}
+	m := &member{mc: *mc, joined: state == "joined", joinedAt: joinedAt, seq: seq}
 	if prev != nil {
 		m.heartbeat = prev.heartbeat
 	}
@@ -179,16 +201,21 @@ func (s *Scheduler) upsertMember(ctx context.Context, tx pgx.Tx, ev cloudevents.
 	return s.rescheduleAll(ctx, tx, ev)
 }
 
-func (s *Scheduler) leaveMember(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, name string) error {
+func (s *Scheduler) leaveMember(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, seq int64, name string) error {
 	m := s.members[name]
-	if m == nil || !m.joined {
+	if m == nil || !m.joined || s.late(m, name, seq) {
 		return nil
 	}
-	if _, err := tx.Exec(ctx, `update member_clusters set state = 'left', left_at = now(), updated_at = now() where name = $1`, name); err != nil {
+	tag, err := tx.Exec(ctx, `update member_clusters set state = 'left', left_at = now(), event_seq = $2, updated_at = now()
+		where name = $1 and event_seq < $2`, name, seq)
+	if err != nil {
 		return fmt.Errorf("store member %s leaving: %w", name, err)
 	}
+	if tag.RowsAffected() == 0 {
+		return nil
+	}
 	left := *m
-	left.joined = false
+	left.joined, left.seq = false, seq
 	if err := s.refresh(&left); err != nil {
 		return err
 	}
@@ -198,13 +225,28 @@ func (s *Scheduler) leaveMember(ctx context.Context, tx pgx.Tx, ev cloudevents.E
 	return s.rescheduleAll(ctx, tx, ev)
 }
 
-// heartbeat records a member's properties and liveness. It reschedules only
-// when something a decision depends on changed: the properties, or the member
-// coming back after missed heartbeats.
-func (s *Scheduler) heartbeat(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, hb *events.MemberHeartbeat) (bool, error) {
+// receivedAt is when the bus received a message: the JetStream message's time, but
+// never later than the scheduler's clock (the server's clock may run ahead of it).
+func (s *Scheduler) receivedAt(m bus.Meta) time.Time {
+	now := s.now()
+	if m.Time.IsZero() || m.Time.After(now) {
+		return now
+	}
+	return m.Time
+}
+
+// heartbeat records a member's properties and liveness. Liveness is when the bus
+// received the heartbeat, never the time the member claims (observedAt): a member
+// whose clock runs ahead, or that lies, cannot look alive after it stops beating. It
+// reschedules only when something a decision depends on changed: the properties, or
+// the member coming back after missed heartbeats.
+func (s *Scheduler) heartbeat(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, seq int64, receivedAt time.Time, hb *events.MemberHeartbeat) (bool, error) {
 	m := s.members[hb.Name]
 	if m == nil {
 		s.env.Log.Warn("heartbeat from a cluster that has not joined; ignored", "cluster", hb.Name)
+		return false, nil
+	}
+	if s.late(m, hb.Name, seq) {
 		return false, nil
 	}
 	now := s.now()
@@ -221,12 +263,16 @@ func (s *Scheduler) heartbeat(ctx context.Context, tx pgx.Tx, ev cloudevents.Eve
 
 	spec, _ := json.Marshal(next)
 	props, _ := json.Marshal(hb.Properties)
-	if _, err := tx.Exec(ctx, `update member_clusters set spec = $2, properties = $3, heartbeat_at = $4, updated_at = now() where name = $1`,
-		hb.Name, spec, props, hb.ObservedAt); err != nil {
+	tag, err := tx.Exec(ctx, `update member_clusters set spec = $2, properties = $3, heartbeat_at = $4, event_seq = $5, updated_at = now()
+		where name = $1 and event_seq < $5`, hb.Name, spec, props, receivedAt, seq)
+	if err != nil {
 		return false, fmt.Errorf("store heartbeat of %s: %w", hb.Name, err)
 	}
+	if tag.RowsAffected() == 0 {
+		return false, nil // a newer event about the member was taken first (by another replica)
+	}
 	beat := *m
-	beat.mc, beat.heartbeat = next, hb.ObservedAt
+	beat.mc, beat.heartbeat, beat.seq = next, receivedAt, seq
 	if err := s.refresh(&beat); err != nil {
 		return false, bus.Permanent(err)
 	}

@@ -24,17 +24,28 @@ type placementRow struct {
 	policyGeneration int64
 }
 
-func (s *Scheduler) upsertPlacement(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, p *events.PlacementUpserted) error {
+// upsertPlacement stores a placement and decides it. An event older (by stream sequence)
+// than the placement event the scheduler took last changes nothing, and so does an update
+// the Fleet rules refuse (api.ValidateSpecUpdate): it is dead-lettered with the field path,
+// and the rollout and status services ignore it too, so all three keep the same spec.
+func (s *Scheduler) upsertPlacement(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, seq int64, p *events.PlacementUpserted) error {
 	crp := p.Placement
 	api.SetDefaults(&crp)
 	if errs := api.ValidatePlacement(&crp); len(errs) > 0 {
 		return bus.Permanent(fmt.Errorf("placement %s: %w", crp.Name, errs))
 	}
-	var oldType *string
-	_ = tx.QueryRow(ctx, `select spec->'policy'->>'placementType' from placements where name = $1 and not deleted`, crp.Name).Scan(&oldType)
-	if oldType != nil && *oldType != string(crp.Spec.EffectivePlacementType()) {
-		return bus.Permanent(fmt.Errorf("placement %s: spec.policy.placementType: is immutable (was %s, now %s)",
-			crp.Name, *oldType, crp.Spec.EffectivePlacementType()))
+	held, err := lockHeldPlacement(ctx, tx, crp.Name)
+	if err != nil {
+		return err
+	}
+	if held != nil && seq <= held.seq {
+		s.env.Log.Debug("older placement event delivered late; ignored", "placement", crp.Name, "sequence", seq, "held", held.seq)
+		return nil
+	}
+	if held != nil && !held.deleted {
+		if errs := api.ValidateSpecUpdate(&held.spec, &crp.Spec); len(errs) > 0 {
+			return bus.Permanent(fmt.Errorf("placement %s: update refused: %w", crp.Name, errs))
+		}
 	}
 	spec, err := json.Marshal(crp.Spec)
 	if err != nil {
@@ -42,27 +53,59 @@ func (s *Scheduler) upsertPlacement(ctx context.Context, tx pgx.Tx, ev cloudeven
 	}
 	row := placementRow{name: crp.Name, spec: crp.Spec}
 	// The upsert holds the placement's row lock until commit: decisions for
-	// one placement are serialised across replicas.
+	// one placement are serialised across replicas. The sequence guard is
+	// repeated for a row another replica created meanwhile.
 	err = tx.QueryRow(ctx, `
-		insert into placements (name, spec) values ($1, $2)
+		insert into placements (name, spec, spec_seq) values ($1, $2, $3)
 		on conflict (name) do update set
 			spec = excluded.spec,
 			generation = placements.generation + case when placements.spec = excluded.spec and not placements.deleted then 0 else 1 end,
 			policy_generation = placements.policy_generation + case when placements.spec->'policy' is distinct from excluded.spec->'policy' or placements.deleted then 1 else 0 end,
-			deleted = false, deleted_at = null, updated_at = now()
-		returning generation, policy_generation`, crp.Name, spec).Scan(&row.generation, &row.policyGeneration)
+			deleted = false, deleted_at = null, spec_seq = excluded.spec_seq, updated_at = now()
+		where placements.spec_seq < excluded.spec_seq
+		returning generation, policy_generation`, crp.Name, spec, seq).Scan(&row.generation, &row.policyGeneration)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil // a newer event about the placement was taken first
+	}
 	if err != nil {
 		return fmt.Errorf("store placement %s: %w", crp.Name, err)
 	}
 	return s.decide(ctx, tx, ev, row)
 }
 
-func (s *Scheduler) deletePlacement(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, name string) error {
-	var generation, policyGeneration int64
-	err := tx.QueryRow(ctx, `update placements set deleted = true, deleted_at = now(), updated_at = now()
-		where name = $1 and not deleted returning generation, policy_generation`, name).Scan(&generation, &policyGeneration)
+// heldPlacement is the placement the scheduler holds: its spec in force, whether it was
+// deleted, and the stream sequence of the event that made it so.
+type heldPlacement struct {
+	spec    api.PlacementSpec
+	deleted bool
+	seq     int64
+}
+
+// lockHeldPlacement reads and locks the placement's row; nil when there is none.
+func lockHeldPlacement(ctx context.Context, tx pgx.Tx, name string) (*heldPlacement, error) {
+	var (
+		h    heldPlacement
+		spec []byte
+	)
+	err := tx.QueryRow(ctx, `select spec, deleted, spec_seq from placements where name = $1 for update`, name).Scan(&spec, &h.deleted, &h.seq)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load placement %s: %w", name, err)
+	}
+	if err := json.Unmarshal(spec, &h.spec); err != nil {
+		return nil, fmt.Errorf("load placement %s: %w", name, err)
+	}
+	return &h, nil
+}
+
+func (s *Scheduler) deletePlacement(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, seq int64, name string) error {
+	var generation, policyGeneration int64
+	err := tx.QueryRow(ctx, `update placements set deleted = true, deleted_at = now(), spec_seq = $2, updated_at = now()
+		where name = $1 and not deleted and spec_seq < $2 returning generation, policy_generation`, name, seq).Scan(&generation, &policyGeneration)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil // unknown, deleted already, or a newer event was taken first
 	}
 	if err != nil {
 		return fmt.Errorf("delete placement %s: %w", name, err)

@@ -40,13 +40,13 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	defer env.Close()
 	s := newScheduler(env, cfg.Now)
 	start := time.Now()
-	if err := s.load(ctx); err != nil {
+	if err := bus.Await(ctx, env.Log, "PostgreSQL to load the scheduler's state", s.load); err != nil {
 		return fmt.Errorf("scheduler: load state: %w", err)
 	}
 	env.Log.Info("scheduler state loaded", "members", len(s.members), "took", time.Since(start).Round(time.Millisecond))
 	return env.Run(ctx, func(ctx context.Context) error {
 		return bus.ConsumeBatches(ctx, env.JS, bus.StreamEvents, consumer, s.handle,
-			bus.WithValidator(events.Validate), bus.WithLogger(env.Log))
+			env.ConsumeOptions(consumer, bus.WithValidator(events.Admit), env.Observed(bus.StreamEvents, consumer))...)
 	})
 }
 
@@ -70,7 +70,8 @@ func (s *Scheduler) handle(ctx context.Context, batch []bus.Delivery) error {
 	defer s.mu.Unlock()
 	var dirtyMembers bool
 	ran, err := inbox.HandleBatch(ctx, s.env.Pool, consumer, evs, func(ctx context.Context, tx pgx.Tx, i int) error {
-		changed, err := s.apply(ctx, tx, evs[i], payloads[i], exclusive)
+		// Within the event's trace, which the decisions it causes carry on.
+		changed, err := s.apply(batch[i].Context(ctx), tx, evs[i], batch[i].Meta, payloads[i], exclusive)
 		dirtyMembers = dirtyMembers || changed
 		return err
 	})
@@ -91,23 +92,27 @@ func (s *Scheduler) handle(ctx context.Context, batch []bus.Delivery) error {
 
 // apply applies one event in tx, and reports whether it may have changed the members
 // held in memory. exclusive locks the fleet version for update rather than for share.
-func (s *Scheduler) apply(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, payload any, exclusive bool) (dirtyMembers bool, err error) {
+// m is how the event was delivered: its stream sequence orders the events about one
+// placement or member (an older one delivered late changes nothing), and its time is
+// when the bus received a heartbeat.
+func (s *Scheduler) apply(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, m bus.Meta, payload any, exclusive bool) (dirtyMembers bool, err error) {
 	if err := s.syncMembers(ctx, tx, exclusive); err != nil {
 		return false, err
 	}
+	seq := int64(m.Sequence)
 	switch p := payload.(type) {
 	case *events.PlacementUpserted:
-		return false, s.upsertPlacement(ctx, tx, ev, p)
+		return false, s.upsertPlacement(ctx, tx, ev, seq, p)
 	case *events.PlacementDeleted:
-		return false, s.deletePlacement(ctx, tx, ev, p.Name)
+		return false, s.deletePlacement(ctx, tx, ev, seq, p.Name)
 	case *events.MemberJoined:
-		return true, s.upsertMember(ctx, tx, ev, &p.Member, true)
+		return true, s.upsertMember(ctx, tx, ev, seq, &p.Member, true)
 	case *events.MemberUpdated:
-		return true, s.upsertMember(ctx, tx, ev, &p.Member, false)
+		return true, s.upsertMember(ctx, tx, ev, seq, &p.Member, false)
 	case *events.MemberLeft:
-		return true, s.leaveMember(ctx, tx, ev, p.Name)
+		return true, s.leaveMember(ctx, tx, ev, seq, p.Name)
 	case *events.MemberHeartbeat:
-		return s.heartbeat(ctx, tx, ev, p)
+		return s.heartbeat(ctx, tx, ev, seq, s.receivedAt(m), p)
 	default:
 		return false, nil // not the scheduler's business
 	}

@@ -285,3 +285,38 @@ func TestDeletedPlacementDecisionsCountOn(t *testing.T) {
 		t.Errorf("assembled revision %d, want 3", d.Revision)
 	}
 }
+
+// A placement update the Fleet rules refuse, published straight to the bus, is
+// dead-lettered with its field path in the reason, and the placement keeps its spec.
+func TestRefusedUpdateIsDeadLetteredWithItsFieldPath(t *testing.T) {
+	f := newFixture(t)
+	f.startScheduler()
+	f.join("member-1", map[string]string{"environment": "production"})
+	f.place("web", 1)
+	subj, _ := events.PlacementSubject("web")
+	f.Publish(events.TypePlacementUpserted, subj, events.PlacementUpserted{Placement: api.ClusterResourcePlacement{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "placement.kubernetes-fleet.io/v1beta1", Kind: "ClusterResourcePlacement"},
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec:       api.PlacementSpec{ResourceSelectors: []api.ClusterResourceSelector{{Version: "v1", Kind: "Namespace", Name: "web"}}},
+	}})
+	stream, err := f.JS.Stream(t.Context(), bus.StreamDeadLetter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reason string
+	poll.Until(t, time.Minute, "the refused update dead-lettered", func() error {
+		msg, err := stream.GetLastMsgForSubject(t.Context(), bus.SubjectDeadLetterPrefix+"scheduler")
+		if err != nil {
+			return err
+		}
+		reason = msg.Header.Get(bus.HeaderDeadLetterReason)
+		return nil
+	})
+	if !strings.Contains(reason, "spec.policy.placementType: cannot change from PickN to PickAll") {
+		t.Errorf("dead letter reason %q does not name the field", reason)
+	}
+	var typ string
+	if err := f.Pool.QueryRow(t.Context(), `select spec->'policy'->>'placementType' from placements where name = 'web'`).Scan(&typ); err != nil || typ != "PickN" {
+		t.Errorf("placement type %q (%v), want PickN kept", typ, err)
+	}
+}

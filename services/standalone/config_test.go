@@ -16,6 +16,7 @@ func TestConfigSaysWhatIsMissing(t *testing.T) {
 		{"example without local members", Config{KubeconfigDir: "k", Example: true}, "--example needs --local-members"},
 		{"bad listen address", Config{LocalMembers: 1, NATSListen: "4222"}, "--nats-listen"},
 		{"port out of range", Config{LocalMembers: 1, NATSListen: "127.0.0.1:70000"}, "0 to 65535"},
+		{"bad metrics address", Config{LocalMembers: 1, MetricsListen: "8081"}, "--metrics-listen"},
 		{"local members", Config{LocalMembers: 3, Example: true}, ""},
 		{"kubeconfig dir", Config{KubeconfigDir: "k"}, ""},
 	}

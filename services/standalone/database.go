@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 
 	"github.com/flotilla-dev/flotilla/harness/postgres"
 )
@@ -33,10 +34,22 @@ func postgresDir(dataDir string) (dir, note string, err error) {
 	return filepath.Join(alt, "postgres"), fmt.Sprintf("the server's user cannot reach %s, so PostgreSQL keeps its data in %s", dataDir, alt), nil
 }
 
-// redactURL hides a password in a database URL.
+// redactURL hides a password in a database URL (postgres://user:password@..., or
+// ?password=) or connection string (password=...).
 func redactURL(raw string) string {
-	if u, err := url.Parse(raw); err == nil && u.User != nil {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme == "" {
+		return passwordKeyword.ReplaceAllString(raw, "${1}xxxxx")
+	}
+	if q := u.Query(); q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
+	if u.User != nil {
 		return u.Redacted()
 	}
-	return raw
+	return u.String()
 }
+
+// passwordKeyword is the password of a keyword/value connection string, quoted or not.
+var passwordKeyword = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)

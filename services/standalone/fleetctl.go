@@ -17,12 +17,21 @@ import (
 // as progress: the standalone process publishes what it applies exactly as fleetctl does.
 func (r *runner) fleetctl(ctx context.Context, args ...string) error {
 	w := r.out.writer()
-	return cli.Run(ctx, append([]string{"--nats", r.natsURL}, args...), cli.Options{
+	return cli.Run(ctx, append(r.fleetctlNATSFlags(), args...), cli.Options{
 		In:     strings.NewReader(""),
 		Out:    w,
 		Err:    w,
 		Getenv: func(string) string { return "" }, // nothing from the environment: this server only
 	})
+}
+
+// fleetctlNATSFlags are fleetctl's flags that reach this process's NATS server.
+func (r *runner) fleetctlNATSFlags() []string {
+	flags := []string{"--nats", r.natsURL}
+	if r.tls != nil {
+		flags = append(flags, "--nats-ca", r.tls.CA, "--nats-cert", r.tls.Cert, "--nats-key", r.tls.Key)
+	}
+	return flags
 }
 
 var errNotFound = query.ErrNotFound

@@ -50,7 +50,7 @@ const readyTimeout = 5 * time.Minute
 
 // startMembers starts the local member clusters and reads the kubeconfig dir.
 func (r *runner) startMembers(ctx context.Context) error {
-	if r.cfg.LocalMembers > 0 {
+	if r.cfg.LocalMembers > 0 || r.cfg.Hub {
 		if err := r.startLocalMembers(ctx); err != nil {
 			return err
 		}
@@ -78,15 +78,27 @@ func (r *runner) startLocalMembers(ctx context.Context) error {
 	for i := range names {
 		names[i] = fmt.Sprintf("member-%d", i+1)
 	}
+	clusters := names
+	what := fmt.Sprintf("%d member cluster(s)", len(names))
+	if r.cfg.Hub {
+		clusters = append([]string{hubName}, names...)
+		what = fmt.Sprintf("the hub cluster and %d member cluster(s)", len(names))
+	}
 	kubeDir := filepath.Join(r.cfg.DataDir, "kube")
-	done := r.out.step(fmt.Sprintf("Starting %d member cluster(s), each a kube-apiserver and kube-controller-manager on a shared etcd (data in %s)",
-		len(names), r.rel(kubeDir)))
-	env, err := kube.Start(ctx, kube.Options{DataDir: kubeDir, Members: names, BinDir: binDir, Log: r.out.writer(), ReadyTimeout: readyTimeout})
+	done := r.out.step(fmt.Sprintf("Starting %s, each a kube-apiserver and kube-controller-manager on a shared etcd (data in %s)",
+		what, r.rel(kubeDir)))
+	env, err := kube.Start(ctx, kube.Options{DataDir: kubeDir, Members: clusters, BinDir: binDir, Log: r.out.writer(), ReadyTimeout: readyTimeout})
 	if err != nil {
 		done("failed")
 		return err
 	}
 	r.kube = env
+	if r.cfg.Hub {
+		if err := copyFile(env.Kubeconfig(hubName), r.hubKubeconfig()); err != nil {
+			done("failed")
+			return fmt.Errorf("hub: write kubeconfig: %w", err)
+		}
+	}
 	membersDir := filepath.Join(r.cfg.DataDir, "members")
 	if err := os.MkdirAll(membersDir, 0o755); err != nil {
 		done("failed")
@@ -101,7 +113,11 @@ func (r *runner) startLocalMembers(ctx context.Context) error {
 		r.members = append(r.members, Member{Name: name, Kubeconfig: kubeconfig, Local: true, Labels: LocalMemberLabels(i + 1)})
 		r.workers = append(r.workers, worker.Member{Name: name, REST: env.RESTConfig(name)})
 	}
-	done(fmt.Sprintf("%s ready; kubeconfigs in %s", strings.Join(names, ", "), r.rel(membersDir)))
+	ready := fmt.Sprintf("%s ready; kubeconfigs in %s", strings.Join(names, ", "), r.rel(membersDir))
+	if r.cfg.Hub {
+		ready = fmt.Sprintf("hub ready, kubeconfig %s; %s", r.rel(r.hubKubeconfig()), ready)
+	}
+	done(ready)
 	return nil
 }
 
@@ -163,7 +179,7 @@ func (r *runner) registerMembers(ctx context.Context, q *queries) error {
 		}
 		path := filepath.Join(dir, m.Name+".yaml")
 		if !fileExists(path) {
-			if err := writeMemberCluster(path, m, r.cfg.HeartbeatPeriod.Seconds()); err != nil {
+			if err := writeMemberCluster(path, m, r.cfg.HeartbeatPeriod.Seconds(), "fleetctl apply -f "+path); err != nil {
 				done("failed")
 				return err
 			}
@@ -194,8 +210,8 @@ func (r *runner) registerMembers(ctx context.Context, q *queries) error {
 }
 
 // writeMemberCluster writes the MemberCluster a member joins with, for the user to edit and
-// apply again with fleetctl.
-func writeMemberCluster(path string, m Member, heartbeatSeconds float64) error {
+// apply again with the command apply gives (fleetctl, or kubectl on the hub).
+func writeMemberCluster(path string, m Member, heartbeatSeconds float64, apply string) error {
 	mc := api.MemberCluster{
 		TypeMeta:   metav1.TypeMeta{APIVersion: api.ClusterGroupVersion.String(), Kind: api.MemberClusterKind},
 		ObjectMeta: metav1.ObjectMeta{Name: m.Name, Labels: m.Labels},
@@ -208,7 +224,7 @@ func writeMemberCluster(path string, m Member, heartbeatSeconds float64) error {
 		return fmt.Errorf("member %s: %w", m.Name, err)
 	}
 	header := "# The MemberCluster " + m.Name + " joined the fleet with. Edit it and run\n" +
-		"#   fleetctl apply -f " + path + "\n# to change its labels.\n"
+		"#   " + apply + "\n# to change its labels.\n"
 	if err := os.WriteFile(path, append([]byte(header), stripEmpty(data)...), 0o644); err != nil {
 		return fmt.Errorf("member %s: %w", m.Name, err)
 	}

@@ -17,10 +17,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/flotilla-dev/flotilla/events/bus"
@@ -40,6 +43,9 @@ const (
 	DefaultDataDir = ".flotilla"
 	// DefaultNATSListen is also where fleetctl looks for NATS by default.
 	DefaultNATSListen = "127.0.0.1:4222"
+	// DefaultMetricsListen is where /metrics, /healthz and /readyz are served by default:
+	// the port every service serves them on (service.DefaultHealthAddr).
+	DefaultMetricsListen = "127.0.0.1:8081"
 )
 
 // DatabaseName is the database a local PostgreSQL keeps Flotilla's tables in.
@@ -55,6 +61,9 @@ type Config struct {
 	// NATSListen is the host:port the NATS server listens on; port 0 picks a free port.
 	// Default DefaultNATSListen.
 	NATSListen string
+	// MetricsListen is the host:port of the Prometheus metrics of every service (/metrics),
+	// and of /healthz and /readyz; port 0 picks a free port. Default DefaultMetricsListen.
+	MetricsListen string
 	// DatabaseURL names a PostgreSQL database to use; empty starts a local server in
 	// DataDir/postgres and stops it on exit.
 	DatabaseURL string
@@ -87,6 +96,17 @@ type Config struct {
 	HeartbeatPeriod time.Duration
 	// Topology tunes the JetStream streams and consumers.
 	Topology bus.TopologyOptions
+	// NATSTLS makes NATS accept TCP clients over TLS only, with a client certificate: a CA,
+	// the server's certificate and one for clients (fleetctl) are made in DataDir/tls the
+	// first time. The services inside the process connect in process.
+	NATSTLS bool
+	// EncryptionKeyFile holds the keys the rollout seals Secrets with in PostgreSQL; default
+	// DataDir/encryption-keys, made with a new key when missing.
+	EncryptionKeyFile string
+	// Hub starts a local hub cluster (a kube-apiserver) and hubsync: kubectl and GitOps tools
+	// use it as Fleet's hub, with the kubeconfig written to DataDir/hub.kubeconfig. The
+	// members join there, as MemberCluster objects.
+	Hub bool
 	// Ready, when set, is called once every service runs and the members are registered (and,
 	// with Example, once the example has been applied; it need not have converged).
 	Ready func(Endpoints)
@@ -96,12 +116,24 @@ type Config struct {
 type Endpoints struct {
 	// NATSURL is the NATS server's client URL.
 	NATSURL string
+	// MetricsURL serves the Prometheus metrics of every service.
+	MetricsURL string
 	// DatabaseURL is the PostgreSQL database the services use.
 	DatabaseURL string
 	// DataDir is the absolute data directory.
 	DataDir string
 	// Members are the member clusters apply workers run for.
 	Members []Member
+	// TLS, when NATS requires it, holds what a client connects with: the CA and the client
+	// certificate and key (fleetctl's --nats-ca, --nats-cert and --nats-key).
+	TLS *ClientTLS
+	// HubKubeconfig, with Config.Hub, is the kubeconfig of the local hub cluster.
+	HubKubeconfig string
+}
+
+// ClientTLS are the files a NATS client presents and verifies the server with.
+type ClientTLS struct {
+	CA, Cert, Key string
 }
 
 // Member is a member cluster an apply worker runs for.
@@ -131,6 +163,12 @@ func (c Config) prepare() (Config, error) {
 	if _, _, err := splitHostPort(c.NATSListen); err != nil {
 		return c, fmt.Errorf("--nats-listen %q: %w", c.NATSListen, err)
 	}
+	if c.MetricsListen == "" {
+		c.MetricsListen = DefaultMetricsListen
+	}
+	if _, _, err := splitHostPort(c.MetricsListen); err != nil {
+		return c, fmt.Errorf("--metrics-listen %q: %w", c.MetricsListen, err)
+	}
 	if c.LocalMembers < 0 {
 		return c, fmt.Errorf("--local-members must not be negative, got %d", c.LocalMembers)
 	}
@@ -158,6 +196,10 @@ func splitHostPort(hostport string) (string, int, error) {
 	return host, port, nil
 }
 
+// standaloneInbox is the inbox prefix of the standalone's own connections (see
+// bus.InboxPrefix); the services it runs have theirs.
+const standaloneInbox = bus.InboxRoot + ".standalone"
+
 // runner is one run: what it started, in order, so it can stop it in reverse.
 type runner struct {
 	cfg  Config
@@ -167,12 +209,20 @@ type runner struct {
 
 	nats    *natsserver.Server
 	natsURL string
+	tls     *ClientTLS       // set when NATS requires TLS
+	keyFile string           // the rollout's encryption keys
 	pg      *postgres.Server // nil with an external database
 	dbURL   string
-	kube    *kube.Env // nil without local members
+	kube    *kube.Env // nil without local members or hub
 	members []Member
 	workers []worker.Member
 	kubectl string // path of kubectl, for hints; "" when unknown
+
+	// metrics is the one registry every service's metrics go to, served at metricsURL.
+	metrics    *prometheus.Registry
+	metricsLn  net.Listener
+	metricsURL string
+	running    atomic.Bool // the services answer: /readyz says ok
 }
 
 // Run runs everything until ctx ends, then stops it all cleanly and returns nil; or returns
@@ -215,6 +265,12 @@ func (r *runner) openLog() error {
 
 // start brings up NATS, PostgreSQL and the member clusters.
 func (r *runner) start(ctx context.Context) error {
+	if err := r.encryptionKeys(); err != nil {
+		return err
+	}
+	if err := r.listenMetrics(); err != nil {
+		return err
+	}
 	if err := r.startNATS(ctx); err != nil {
 		return err
 	}
@@ -240,14 +296,21 @@ func (r *runner) startNATS(ctx context.Context) error {
 		}
 		l.Close()
 	}
-	srv, err := natsserver.Start(natsserver.Options{StoreDir: store, Host: host, Port: port, ServerName: "flotilla"})
+	opts := natsserver.Options{StoreDir: store, Host: host, Port: port, ServerName: "flotilla"}
+	if r.cfg.NATSTLS {
+		if opts.TLS, r.tls, err = r.natsTLS(host); err != nil {
+			done("failed")
+			return err
+		}
+	}
+	srv, err := natsserver.Start(opts)
 	if err != nil {
 		done("failed")
 		return err
 	}
 	r.nats, r.natsURL = srv, srv.URL()
 	// The topology first, so that apply workers can make their consumers at once.
-	nc, err := srv.Connect(nats.Name("flotilla-standalone"))
+	nc, err := srv.Connect(nats.Name("flotilla-standalone"), nats.CustomInboxPrefix(standaloneInbox))
 	if err != nil {
 		done("failed")
 		return err
@@ -297,14 +360,20 @@ func (r *runner) startDatabase(ctx context.Context) error {
 func (r *runner) serve(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	hub := service.Options{
-		NATS:        natsconn.Settings{URL: r.natsURL},
+		// In process: the server asks no TLS of the process that runs it.
+		NATS:        natsconn.Settings{URL: strings.Replace(r.natsURL, "tls://", "nats://", 1)},
 		NATSOptions: []nats.Option{nats.InProcessServer(r.nats.Server)},
 		DatabaseURL: r.dbURL, Topology: r.cfg.Topology, Logger: r.log,
+		Metrics: r.metrics,
 	}
+	g.Go(func() error { return r.serveMetrics(gctx) })
 	done := r.out.step("Starting the scheduler, rollout and status services")
 	g.Go(func() error { return scheduler.Run(gctx, scheduler.Config{Options: hub}) })
-	g.Go(func() error { return rollout.Run(gctx, rollout.Config{Options: hub}) })
+	g.Go(func() error { return rollout.Run(gctx, rollout.Config{Options: hub, EncryptionKeyFile: r.keyFile}) })
 	g.Go(func() error { return status.Run(gctx, status.Config{Options: hub}) })
+	if r.cfg.Hub {
+		g.Go(func() error { return r.runHubsync(gctx, hub) })
+	}
 	// Apply workers start once their members have joined: a heartbeat from a member that has
 	// not joined yet is ignored, and the next one is a heartbeat period away.
 	registered := make(chan struct{})
@@ -341,7 +410,8 @@ func (r *runner) serve(ctx context.Context) error {
 
 // runWorkers runs an apply worker per member on a connection of its own.
 func (r *runner) runWorkers(ctx context.Context) error {
-	nc, err := r.nats.Connect(nats.Name("flotilla-apply"), nats.MaxReconnects(-1))
+	// Several members' workers share this connection, as `apply --kubeconfig-dir` does.
+	nc, err := r.nats.Connect(nats.Name("flotilla-apply"), nats.MaxReconnects(-1), nats.CustomInboxPrefix(bus.InboxRoot+".apply"))
 	if err != nil {
 		return err
 	}
@@ -350,13 +420,14 @@ func (r *runner) runWorkers(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("apply workers: %w", err)
 	}
-	return worker.RunMembers(ctx, js, r.workers, worker.Config{HeartbeatPeriod: r.cfg.HeartbeatPeriod, Logger: r.log})
+	return worker.RunMembers(ctx, js, r.workers, worker.Config{HeartbeatPeriod: r.cfg.HeartbeatPeriod, Logger: r.log,
+		Metrics: prometheus.WrapRegistererWith(prometheus.Labels{"service": "apply"}, r.metrics)})
 }
 
 // afterStart waits for the services to answer, registers the members, prints the summary,
 // and runs the example.
 func (r *runner) afterStart(ctx context.Context, started func(string), registered chan<- struct{}) error {
-	nc, err := r.nats.Connect(nats.Name("flotilla-standalone"))
+	nc, err := r.nats.Connect(nats.Name("flotilla-standalone"), nats.CustomInboxPrefix(standaloneInbox))
 	if err != nil {
 		return err
 	}
@@ -366,7 +437,12 @@ func (r *runner) afterStart(ctx context.Context, started func(string), registere
 		return err
 	}
 	started("services running")
-	if err := r.registerMembers(ctx, q); err != nil {
+	r.running.Store(true)
+	register := r.registerMembers
+	if r.cfg.Hub {
+		register = r.registerMembersOnHub
+	}
+	if err := register(ctx, q); err != nil {
 		return err
 	}
 	close(registered)
@@ -389,12 +465,16 @@ func (r *runner) afterStart(ctx context.Context, started func(string), registere
 
 func (r *runner) ready() {
 	if r.cfg.Ready != nil {
-		r.cfg.Ready(Endpoints{NATSURL: r.natsURL, DatabaseURL: r.dbURL, DataDir: r.cfg.DataDir, Members: slices.Clone(r.members)})
+		r.cfg.Ready(Endpoints{NATSURL: r.natsURL, MetricsURL: r.metricsURL, DatabaseURL: r.dbURL, DataDir: r.cfg.DataDir,
+			Members: slices.Clone(r.members), TLS: r.tls, HubKubeconfig: r.hubKubeconfig()})
 	}
 }
 
 // stop stops what start started, in reverse order, leaving the data in place.
 func (r *runner) stop() {
+	if r.metricsLn != nil {
+		r.metricsLn.Close() // if serving never began
+	}
 	if r.kube == nil && r.pg == nil && r.nats == nil {
 		r.closeLog()
 		return

@@ -77,6 +77,7 @@ func TestQuickStartRunsAndResumes(t *testing.T) {
 	if got := placedOn(crp); strings.Join(got, ",") != "member-1,member-2" {
 		t.Errorf("placed on %v, want member-1 and member-2 (one per region)", got)
 	}
+	checkMetrics(t, first.MetricsURL)
 
 	// The pre-existing Deployment on member-1 was taken over, not replaced.
 	takeovers, err := q.Takeovers(t.Context(), events.TakeoverQuery{Placement: "quickstart"})
@@ -182,6 +183,7 @@ type running struct {
 func start(t *testing.T, cfg Config) *running {
 	t.Helper()
 	cfg.NATSListen = "127.0.0.1:0"
+	cfg.MetricsListen = "127.0.0.1:0"
 	cfg.ExamplesDir = examplesDir(t)
 	cfg.Out = &testWriter{t: t}
 	logPath := filepath.Join(cfg.DataDir, "test.log")

@@ -14,7 +14,9 @@ import (
 )
 
 // foldMember applies one member event to the member's stored inputs.
-func (s *server) foldMember(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, name string, payload any, at time.Time) error {
+// seq is the event's stream sequence; at stamps a join or leave and, for a heartbeat,
+// is when the bus received it.
+func (s *server) foldMember(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, name string, payload any, seq int64, at time.Time) error {
 	var (
 		m   fold.MemberInputs
 		raw []byte
@@ -29,7 +31,7 @@ func (s *server) foldMember(ctx context.Context, tx pgx.Tx, ev cloudevents.Event
 			return fmt.Errorf("load member %s: %w", name, err)
 		}
 	}
-	if !m.Apply(payload, at) {
+	if !m.Apply(payload, seq, at) {
 		return nil
 	}
 	raw, err = json.Marshal(&m)
@@ -38,7 +40,7 @@ func (s *server) foldMember(ctx context.Context, tx pgx.Tx, ev cloudevents.Event
 	}
 	var heartbeat *time.Time
 	if m.Heartbeat != nil {
-		heartbeat = &m.Heartbeat.ObservedAt
+		heartbeat = &m.HeartbeatAt
 	}
 	// A new member has no row to lock: its first events (a join, then
 	// heartbeats, which are ignored until the join) are serialised by the

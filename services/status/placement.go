@@ -29,14 +29,58 @@ type stored struct {
 	status api.PlacementStatus
 }
 
-// foldPlacement applies one event to a placement's inputs and, when the
-// placement's status changes, stores it with its transitions and enqueues
-// PlacementStatusChangedV2. The placement's row stays locked until commit, so
-// replicas fold one placement's events one at a time. A piece of a decision
-// or of rollout progress is folded once its revision is whole and next in
-// line; until then it waits in status_pieces.
-func (s *server) foldPlacement(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, name string, payload any, at time.Time) error {
-	apply := func(in *fold.Inputs) (bool, error) { return in.Apply(payload, at) }
+// batch is what the transaction of one batch of events holds of the placements
+// they concern: each placement's inputs and status, loaded and locked once, and
+// its status folded once, at the end (flush), whatever the number of its events
+// in the batch. A burst of 5,000 reports on one placement folds its status a few
+// times, not 5,000.
+type batch struct {
+	placements map[string]*pendingFold
+	order      []string
+}
+
+// pendingFold is one placement in a batch.
+type pendingFold struct {
+	st *stored
+	// before is the placement as it was when loaded: a new generation stores
+	// a status change even when the status looks the same.
+	before *api.ClusterResourcePlacement
+	// dirty says the inputs changed since the status was last folded; ev
+	// and at are the last event that changed them, which the status change
+	// is stamped with.
+	dirty bool
+	ev    cloudevents.Event
+	at    time.Time
+	// ctx is that event's context in the batch's transaction: its trace.
+	ctx context.Context
+}
+
+// load returns the placement's pending fold, loading and locking it the first
+// time the batch needs it.
+func (b *batch) load(ctx context.Context, tx pgx.Tx, name string) (*pendingFold, error) {
+	if pf := b.placements[name]; pf != nil {
+		return pf, nil
+	}
+	st, err := loadPlacement(ctx, tx, name)
+	if err != nil {
+		return nil, err
+	}
+	pf := &pendingFold{st: st, before: st.in.Placement}
+	if b.placements == nil {
+		b.placements = map[string]*pendingFold{}
+	}
+	b.placements[name] = pf
+	b.order = append(b.order, name)
+	return pf, nil
+}
+
+// foldPlacement applies one event to a placement's inputs and stores them;
+// the batch folds the status from them at its end (flush). The placement's row
+// stays locked until commit, so replicas fold one placement's events one at a
+// time. A piece of a decision or of rollout progress is folded once its
+// revision is whole and next in line; until then it waits in status_pieces.
+func (s *server) foldPlacement(ctx context.Context, tx pgx.Tx, b *batch, ev cloudevents.Event, name string, payload any, seq int64, at time.Time) error {
+	apply := func(in *fold.Inputs) (bool, error) { return in.Apply(payload, seq, at) }
 	switch p := payload.(type) {
 	case *events.PlacementScheduledV2:
 		revs, err := receive(ctx, s, tx, name, kindDecision, *p)
@@ -49,6 +93,13 @@ func (s *server) foldPlacement(ctx context.Context, tx pgx.Tx, ev cloudevents.Ev
 			}
 			return true, nil
 		}
+	case *events.SnapshotCreated:
+		whole, err := s.receiveSnapshot(ctx, tx, name, p)
+		if err != nil || whole == nil {
+			return err
+		}
+		payload = whole
+		apply = func(in *fold.Inputs) (bool, error) { return in.ApplySnapshot(whole), nil }
 	case *events.RolloutProgressedV2:
 		revs, err := receive(ctx, s, tx, name, kindProgress, *p)
 		if err != nil || len(revs) == 0 {
@@ -61,14 +112,22 @@ func (s *server) foldPlacement(ctx context.Context, tx pgx.Tx, ev cloudevents.Ev
 			return true, nil
 		}
 	}
-	st, err := loadPlacement(ctx, tx, name)
+	pf, err := b.load(ctx, tx, name)
 	if err != nil {
 		return err
 	}
-	before := st.in.Placement
+	st := pf.st
+	_, deleted := payload.(*events.PlacementDeleted)
+	if deleted {
+		// What the batch changed before the deletion shows first.
+		if err := s.foldStatus(ctx, tx, name, pf); err != nil {
+			return err
+		}
+	}
 	changed, err := apply(&st.in)
 	if errors.Is(err, fold.ErrImmutable) {
-		// The scheduler dead-letters it; the audit log has it.
+		// The scheduler and the rollout refuse it too and the scheduler
+		// dead-letters it with the field path; the audit log has it.
 		s.log.Warn("placement update refused", "id", ev.ID(), "err", err)
 		return nil
 	}
@@ -81,19 +140,45 @@ func (s *server) foldPlacement(ctx context.Context, tx pgx.Tx, ev cloudevents.Ev
 	if err := saveInputs(ctx, tx, ev, name, &st.in, payload); err != nil {
 		return err
 	}
-	if st.in.Placement == nil {
-		return nil // the placement is not known yet: nothing to show
-	}
-	if _, deleted := payload.(*events.PlacementDeleted); deleted {
+	if deleted && st.in.Placement != nil {
 		// The last status stays for history; watchers see the deletion.
 		return s.emit(ctx, tx, ev, name, st.in.Placement, st.status, st.status, true)
 	}
-	if st.in.Deleted {
+	pf.dirty, pf.ev, pf.at, pf.ctx = true, ev, at, ctx
+	return nil
+}
+
+// flush folds, stores and announces the status of every placement whose
+// inputs the batch changed.
+func (s *server) flush(ctx context.Context, tx pgx.Tx, b *batch) error {
+	for _, name := range b.order {
+		if err := s.foldStatus(ctx, tx, name, b.placements[name]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// foldStatus folds a placement's status from its inputs if they changed, and
+// stores it with its transitions and enqueues PlacementStatusChangedV2 when it
+// changed (or the placement has a new generation).
+func (s *server) foldStatus(ctx context.Context, tx pgx.Tx, name string, pf *pendingFold) error {
+	st := pf.st
+	if !pf.dirty || st.in.Placement == nil || st.in.Deleted {
+		// Not changed, the placement not known yet (nothing to show), or
+		// deleted (the last status stays).
 		return nil
 	}
-
+	pf.dirty = false
+	ev, at := pf.ev, pf.at
 	next := fold.Status(&st.in, st.status, at)
-	newGeneration := before == nil || before.Generation != st.in.Placement.Generation
+	newGeneration := pf.before == nil || pf.before.Generation != st.in.Placement.Generation
+	pf.before = st.in.Placement
+	if newGeneration {
+		if err := markGeneration(ctx, tx, name, at); err != nil {
+			return err
+		}
+	}
 	if !newGeneration && sameJSON(st.status, next) {
 		return nil
 	}
@@ -101,14 +186,19 @@ func (s *server) foldPlacement(ctx context.Context, tx pgx.Tx, ev cloudevents.Ev
 	if err != nil {
 		return fmt.Errorf("encode status of %s: %w", name, err)
 	}
+	conditions, err := json.Marshal(append([]metav1.Condition{}, next.Conditions...))
+	if err != nil {
+		return fmt.Errorf("encode status of %s: %w", name, err)
+	}
 	gen := st.in.Generation()
 	batch := &pgx.Batch{}
 	batch.Queue(`
-		insert into placement_status (placement, status, observed_generation, updated_at)
-		values ($1, $2, $3, $4)
+		insert into placement_status (placement, status, observed_generation, updated_at, conditions)
+		values ($1, $2, $3, $4, $5)
 		on conflict (placement) do update set status = excluded.status,
-			observed_generation = excluded.observed_generation, updated_at = excluded.updated_at`,
-		name, raw, gen, at)
+			observed_generation = excluded.observed_generation, updated_at = excluded.updated_at,
+			conditions = excluded.conditions`,
+		name, raw, gen, at, conditions)
 	for _, t := range fold.Transitions(st.status, next) {
 		var cluster *string
 		if t.Cluster != "" {
@@ -124,14 +214,79 @@ func (s *server) foldPlacement(ctx context.Context, tx pgx.Tx, ev cloudevents.Ev
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 		return fmt.Errorf("store status of %s: %w", name, err)
 	}
-	return s.emit(ctx, tx, ev, name, st.in.Placement, st.status, next, false)
+	if err := s.metrics.noteAvailable(ctx, tx, name, gen, st.status.Conditions, next.Conditions, at); err != nil {
+		return err
+	}
+	prev := st.status
+	st.status = next
+	// Within the trace of the last event that changed the placement.
+	return s.emit(pf.ctx, tx, ev, name, st.in.Placement, prev, next, false)
 }
 
 // Kinds of revisions in pieces the status is folded from (status_pieces.kind).
 const (
 	kindDecision = "decision"
 	kindProgress = "progress"
+	kindSnapshot = "snapshot"
 )
+
+// receiveSnapshot takes in one piece of a resource snapshot and returns the
+// whole snapshot once every piece of its index is held, else nil. Pieces of
+// older snapshots still held are dropped then. It locks the placement's row,
+// creating it for the first event about the placement.
+func (s *server) receiveSnapshot(ctx context.Context, tx pgx.Tx, name string, p *events.SnapshotCreated) (*events.SnapshotCreated, error) {
+	if p.Part().Pieces == 1 {
+		return p, nil
+	}
+	if err := lockRow(ctx, tx, name); err != nil {
+		return nil, err
+	}
+	store := pieces.In(tx, "status_pieces", name, kindSnapshot)
+	payload, err := json.Marshal(p)
+	if err != nil {
+		return nil, fmt.Errorf("hold snapshot piece of %s: %w", name, err)
+	}
+	if err := store.Hold(ctx, p.Part(), payload); err != nil {
+		return nil, err
+	}
+	held, err := store.Held(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Contains(revision.Next(p.Index-1, held), p.Index) {
+		return nil, nil
+	}
+	taken, err := store.Take(ctx, []int64{p.Index})
+	if err != nil {
+		return nil, err
+	}
+	whole := *p
+	whole.Piece, whole.Pieces, whole.SelectedResources = 0, 1, make([]api.ResourceIdentifier, 0, p.ResourceCount)
+	for _, raw := range taken[p.Index] {
+		var piece events.SnapshotCreated
+		if err := json.Unmarshal(raw, &piece); err != nil {
+			return nil, fmt.Errorf("snapshot %d of %s: a piece held does not decode: %w", p.Index, name, err)
+		}
+		whole.SelectedResources = append(whole.SelectedResources, piece.SelectedResources...)
+	}
+	if len(whole.SelectedResources) != p.ResourceCount {
+		s.log.Warn("the snapshot assembled does not match its producer's", "placement", name, "index", p.Index,
+			"resources", len(whole.SelectedResources), "resourceCount", p.ResourceCount)
+	}
+	return &whole, nil
+}
+
+// lockRow locks the placement's status row, creating it for the first event
+// about the placement.
+func lockRow(ctx context.Context, tx pgx.Tx, name string) error {
+	if _, err := tx.Exec(ctx, `insert into status_placements (name) values ($1) on conflict do nothing`, name); err != nil {
+		return fmt.Errorf("create status row of %s: %w", name, err)
+	}
+	if _, err := tx.Exec(ctx, `select 1 from status_placements where name = $1 for update`, name); err != nil {
+		return fmt.Errorf("lock status row of %s: %w", name, err)
+	}
+	return nil
+}
 
 // receive takes in one piece of a placement's decisions or progress and
 // returns the whole revisions to fold now (see revision.Receive). It locks
@@ -248,8 +403,8 @@ func boundedConditions(conds []metav1.Condition) []metav1.Condition {
 // creating its row if this is the first event about it.
 func loadPlacement(ctx context.Context, tx pgx.Tx, name string) (*stored, error) {
 	const query = `
-		select p.placement, p.work_generation, p.deleted, p.decision, p.snapshot, p.rollout, s.status,
-			(select coalesce(jsonb_agg(r.report), '[]') from status_reports r where r.placement = p.name),
+		select p.placement, p.work_generation, p.deleted, p.spec_seq, p.decision, p.snapshot, p.rollout, s.status,
+			(select coalesce(jsonb_agg(jsonb_build_object('report', r.report, 'seq', r.event_seq)), '[]') from status_reports r where r.placement = p.name),
 			(select coalesce(jsonb_agg(jsonb_build_object('Notice', q.notice, 'ReportIndex', q.report_index,
 				'ReportGeneration', q.report_generation)), '[]') from status_quarantine q where q.placement = p.name)
 		from status_placements p left join placement_status s on s.placement = p.name
@@ -261,7 +416,7 @@ func loadPlacement(ctx context.Context, tx pgx.Tx, name string) (*stored, error)
 		quarantined                                             []byte
 	)
 	scan := func() error {
-		return tx.QueryRow(ctx, query, name).Scan(&placement, &st.in.WorkGeneration, &st.in.Deleted,
+		return tx.QueryRow(ctx, query, name).Scan(&placement, &st.in.WorkGeneration, &st.in.Deleted, &st.in.SpecSeq,
 			&decision, &snapshot, &rollout, &status, &reports, &quarantined)
 	}
 	err := scan()
@@ -275,7 +430,10 @@ func loadPlacement(ctx context.Context, tx pgx.Tx, name string) (*stored, error)
 		return nil, fmt.Errorf("load status inputs of %s: %w", name, err)
 	}
 	var (
-		list []*events.WorkReported
+		list []struct {
+			Report *events.WorkReported `json:"report"`
+			Seq    int64                `json:"seq"`
+		}
 		held []*fold.Quarantine
 	)
 	for _, f := range []struct {
@@ -294,9 +452,9 @@ func loadPlacement(ctx context.Context, tx pgx.Tx, name string) (*stored, error)
 	}
 	for _, r := range list {
 		if st.in.Reports == nil {
-			st.in.Reports = map[string]*events.WorkReported{}
+			st.in.Reports, st.in.ReportSeqs = map[string]*events.WorkReported{}, map[string]int64{}
 		}
-		st.in.Reports[r.Cluster] = r
+		st.in.Reports[r.Report.Cluster], st.in.ReportSeqs[r.Report.Cluster] = r.Report, r.Seq
 	}
 	for _, q := range held {
 		if st.in.Quarantined == nil {
@@ -328,11 +486,11 @@ func saveInputs(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, name strin
 		args, err := jsonArgs(stored)
 		if err == nil {
 			_, err = tx.Exec(ctx, `
-				insert into status_reports (placement, cluster, report, observed_at, event_id)
-				values ($1, $2, $3, $4, $5)
+				insert into status_reports (placement, cluster, report, observed_at, event_id, event_seq)
+				values ($1, $2, $3, $4, $5, $6)
 				on conflict (placement, cluster) do update set report = excluded.report,
-					observed_at = excluded.observed_at, event_id = excluded.event_id`,
-				name, r.Cluster, args[0], stored.ObservedAt, ev.ID())
+					observed_at = excluded.observed_at, event_id = excluded.event_id, event_seq = excluded.event_seq`,
+				name, r.Cluster, args[0], stored.ObservedAt, ev.ID(), in.ReportSeqs[r.Cluster])
 		}
 		if err != nil {
 			return fmt.Errorf("store report of %s on %s: %w", name, r.Cluster, err)
@@ -343,9 +501,9 @@ func saveInputs(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, name strin
 	if err == nil {
 		_, err = tx.Exec(ctx, `
 			update status_placements set placement = $2, generation = $3, work_generation = $4, deleted = $5,
-				decision = $6, snapshot = $7, rollout = $8, event_id = $9, updated_at = now()
+				decision = $6, snapshot = $7, rollout = $8, event_id = $9, spec_seq = $10, updated_at = now()
 			where name = $1`,
-			name, args[0], in.Generation(), in.WorkGeneration, in.Deleted, args[1], args[2], args[3], ev.ID())
+			name, args[0], in.Generation(), in.WorkGeneration, in.Deleted, args[1], args[2], args[3], ev.ID(), in.SpecSeq)
 	}
 	if err != nil {
 		return fmt.Errorf("store status inputs of %s: %w", name, err)

@@ -62,7 +62,7 @@ func (s *server) serveQueries(ctx context.Context, nc *nats.Conn) error {
 	svc, err := micro.AddService(nc, micro.Config{
 		Name:        events.QueryService,
 		Version:     QueryVersion,
-		Description: "Flotilla placement and member status, history and takeover decisions",
+		Description: "Flotilla placement and member status, history, takeover decisions and overrides",
 	})
 	if err != nil {
 		return fmt.Errorf("start query service: %w", err)
@@ -77,6 +77,8 @@ func (s *server) serveQueries(ctx context.Context, nc *nats.Conn) error {
 		{events.QueryListMembers, list(ctx, s, nc, (*server).listMembers)},
 		{events.QueryHistory, whole(ctx, s, nc, (*server).history)},
 		{events.QueryTakeovers, whole(ctx, s, nc, (*server).takeovers)},
+		{events.QueryGetOverride, whole(ctx, s, nc, (*server).getOverride)},
+		{events.QueryListOverrides, list(ctx, s, nc, (*server).listOverrides)},
 	}
 	for _, e := range endpoints {
 		// micro endpoint names allow no dots; the subject keeps the contract's name.

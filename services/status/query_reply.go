@@ -145,13 +145,13 @@ type keyed[T any] struct {
 }
 
 // keyset pages through query in key order: query takes the last key of the
-// previous page ($1, "" for the first) and the page size ($2) and returns
-// rows whose first column is the key, ordered by it. Each item goes to emit;
-// a page shorter than size is the last.
-func keyset[T any](ctx context.Context, tx pgx.Tx, query string, size int, scan pgx.RowToFunc[keyed[T]], emit func(T) error) error {
+// previous page ($1, "" for the first), the page size ($2) and args ($3, ...)
+// and returns rows whose first column is the key, ordered by it. Each item
+// goes to emit; a page shorter than size is the last.
+func keyset[T any](ctx context.Context, tx pgx.Tx, query string, size int, scan pgx.RowToFunc[keyed[T]], emit func(T) error, args ...any) error {
 	after := ""
 	for {
-		rows, err := tx.Query(ctx, query, after, size)
+		rows, err := tx.Query(ctx, query, append([]any{after, size}, args...)...)
 		if err != nil {
 			return err
 		}

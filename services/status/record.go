@@ -1,6 +1,8 @@
 package status
 
 import (
+	"time"
+
 	"context"
 	"fmt"
 
@@ -37,37 +39,18 @@ var reportOutcomes = func() map[string]string {
 func (s *server) recordReport(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, r *events.WorkReported) error {
 	batch := &pgx.Batch{}
 	if !r.Deleted {
-		args, err := jsonArgs(manifestsOrEmpty(r.Manifests))
+		args, err := jsonArgs(manifestsOrEmpty(r.Manifests), r.Counts)
 		if err != nil {
 			return fmt.Errorf("record report %s: %w", ev.ID(), err)
 		}
 		batch.Queue(`
-			insert into apply_results (placement, cluster, resource_snapshot_index, results, applied, available, event_id, observed_at)
-			values ($1, $2, $3, $4, $5, $6, $7, $8)`,
-			r.Placement, r.Cluster, r.ResourceIndex, args[0],
+			insert into apply_results (placement, cluster, resource_snapshot_index, results, counts, applied, available, event_id, observed_at)
+			values ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+			r.Placement, r.Cluster, r.ResourceIndex, args[0], args[1],
 			r.Applied.Status == "True", r.Available.Status == "True", ev.ID(), r.ObservedAt)
 	}
-	for _, t := range r.Takeovers {
-		outcome, ok := takeoverOutcomes[t.Outcome]
-		if !ok {
-			s.log.Warn("takeover decision with an unknown outcome not recorded", "id", ev.ID(),
-				"placement", r.Placement, "cluster", r.Cluster, "object", t.Resource.Name, "outcome", t.Outcome)
-			continue
-		}
-		decided := t.DecidedAt
-		if decided.IsZero() {
-			decided = r.ObservedAt
-		}
-		args, err := jsonArgs(diffsOrEmpty(t.Diffs))
-		if err != nil {
-			return fmt.Errorf("record report %s: %w", ev.ID(), err)
-		}
-		batch.Queue(`
-			insert into takeover_decisions
-				(placement, cluster, api_group, version, kind, namespace, name, mode, comparison, outcome, diff_paths, event_id, decided_at)
-			values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
-			r.Placement, r.Cluster, t.Resource.Group, t.Resource.Version, t.Resource.Kind, t.Resource.Namespace, t.Resource.Name,
-			string(t.Mode), string(t.Comparison), outcome, args[0], ev.ID(), decided)
+	if err := s.queueTakeovers(batch, ev, r.Placement, r.Cluster, r.Takeovers, r.ObservedAt); err != nil {
+		return err
 	}
 	for _, m := range r.Manifests {
 		if len(m.Drifts) == 0 {
@@ -119,4 +102,48 @@ func diffsOrEmpty(d []api.PatchDetail) []api.PatchDetail {
 		return []api.PatchDetail{}
 	}
 	return d
+}
+
+// recordTakeovers stores the takeover decisions of an apply run that did not
+// fit in its report. The inbox makes it happen once per event.
+func (s *server) recordTakeovers(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, d *events.TakeoversDecided) error {
+	batch := &pgx.Batch{}
+	if err := s.queueTakeovers(batch, ev, d.Placement, d.Cluster, d.Takeovers, ev.Time()); err != nil {
+		return err
+	}
+	if batch.Len() == 0 {
+		return nil
+	}
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return fmt.Errorf("record takeovers %s of %s on %s: %w", ev.ID(), d.Placement, d.Cluster, err)
+	}
+	return nil
+}
+
+// queueTakeovers queues the rows of takeover decisions; one decided at no
+// time stands at observed.
+func (s *server) queueTakeovers(batch *pgx.Batch, ev cloudevents.Event, placement, cluster string, ts []events.TakeoverDecision, observed time.Time) error {
+	for _, t := range ts {
+		outcome, ok := takeoverOutcomes[t.Outcome]
+		if !ok {
+			s.log.Warn("takeover decision with an unknown outcome not recorded", "id", ev.ID(),
+				"placement", placement, "cluster", cluster, "object", t.Resource.Name, "outcome", t.Outcome)
+			continue
+		}
+		decided := t.DecidedAt
+		if decided.IsZero() {
+			decided = observed
+		}
+		args, err := jsonArgs(diffsOrEmpty(t.Diffs))
+		if err != nil {
+			return fmt.Errorf("record report %s: %w", ev.ID(), err)
+		}
+		batch.Queue(`
+			insert into takeover_decisions
+				(placement, cluster, api_group, version, kind, namespace, name, mode, comparison, outcome, diff_paths, event_id, decided_at)
+			values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+			placement, cluster, t.Resource.Group, t.Resource.Version, t.Resource.Kind, t.Resource.Namespace, t.Resource.Name,
+			string(t.Mode), string(t.Comparison), outcome, args[0], ev.ID(), decided)
+	}
+	return nil
 }

@@ -12,6 +12,8 @@ package status
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"time"
@@ -21,17 +23,61 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/flotilla-dev/flotilla/events"
+	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/events/bus"
 	"github.com/flotilla-dev/flotilla/platform/inbox"
+	"github.com/flotilla-dev/flotilla/platform/retention"
 	"github.com/flotilla-dev/flotilla/platform/service"
 )
 
 // Config configures the status service.
 type Config struct {
 	service.Options
-	// Now is the clock members' health is judged by when queried; time.Now
-	// by default.
+	// AuditRetention is how long the audit log keeps an event, from when it
+	// was received. Default DefaultAuditRetention; never shorter than the
+	// inbox keeps event ids (the audit outlives the rest).
+	AuditRetention time.Duration
+	// Now is the clock members' health is judged by when queried, and the
+	// bound of heartbeats' receive times; time.Now by default.
 	Now func() time.Time
+}
+
+// DefaultAuditRetention is how long the audit log keeps events by default.
+const DefaultAuditRetention = 90 * 24 * time.Hour
+
+// RegisterFlags adds the status service's own flags.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.Var(service.RetentionFlag(&c.AuditRetention), "audit-retention",
+		"keep audit_log rows this long after they were received (e.g. 90d, 2160h; default 90d, at least --inbox-retention)")
+}
+
+// Validate checks the shared options and the audit retention.
+func (c *Config) Validate() error {
+	errs := []error{c.Options.Validate()}
+	inbox := c.Retention.Inbox
+	if inbox == 0 {
+		inbox = service.DefaultInboxRetention
+	}
+	switch keep := c.auditRetention(); {
+	case c.AuditRetention < 0:
+		errs = append(errs, fmt.Errorf("--audit-retention: %s is negative (0 means the default)", c.AuditRetention))
+	case keep < inbox:
+		errs = append(errs, fmt.Errorf("--audit-retention: %s is shorter than --inbox-retention (%s): the audit log outlives the rest", keep, inbox))
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Config) auditRetention() time.Duration {
+	if c.AuditRetention == 0 {
+		return DefaultAuditRetention
+	}
+	return c.AuditRetention
+}
+
+// auditRetention is the audit log's retention rule: by receive time (an event's own
+// time is what its producer claims).
+func auditRetention(keep time.Duration) retention.Rule {
+	return retention.Rule{Table: "audit_log", Column: "received_at", Keep: keep}
 }
 
 // consumer names the status service's durable consumer and its inbox rows.
@@ -43,6 +89,8 @@ type server struct {
 	source string
 	log    *slog.Logger
 	now    func() time.Time
+	// metrics are nil in tests that build a server by hand.
+	metrics *placementMetrics
 }
 
 // Run runs the status service until ctx ends.
@@ -56,15 +104,20 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return fmt.Errorf("status: %w", err)
 	}
 	defer env.Close()
-	s := &server{pool: env.Pool, source: env.Source, log: env.Log, now: cfg.Now}
+	env.Retain(auditRetention(cfg.auditRetention()))
+	s := &server{pool: env.Pool, source: env.Source, log: env.Log, now: cfg.Now,
+		metrics: newPlacementMetrics(env.Metrics, env.Pool)}
 	if s.now == nil {
 		s.now = time.Now
 	}
 	return env.Run(ctx,
 		func(ctx context.Context) error {
-			// No validator: the audit log records every event, including types
-			// this build does not know; only known, valid payloads are folded.
-			return bus.ConsumeBatches(ctx, env.JS, bus.StreamEvents, consumer, s.handle, bus.WithLogger(env.Log))
+			// The audit log records every event, including types this build does
+			// not know; only known, valid payloads are folded. An event of a known
+			// type on a subject it may not use (forged with another member's
+			// credentials) is dead-lettered, neither recorded nor folded.
+			return bus.ConsumeBatches(ctx, env.JS, bus.StreamEvents, consumer, s.handle,
+				env.ConsumeOptions(consumer, bus.WithValidator(events.CheckSubject), env.Observed(bus.StreamEvents, consumer))...)
 		},
 		func(ctx context.Context) error { return s.serveQueries(ctx, env.NC) },
 	)
@@ -72,14 +125,17 @@ func Run(ctx context.Context, cfg Config) (err error) {
 
 // handle records one event in the audit log and folds it, all in one
 // transaction with its inbox row: a redelivered event changes nothing.
-func (s *server) handle(ctx context.Context, batch []bus.Delivery) error {
-	evs := make([]cloudevents.Event, len(batch))
-	for i, d := range batch {
+func (s *server) handle(ctx context.Context, deliveries []bus.Delivery) error {
+	evs := make([]cloudevents.Event, len(deliveries))
+	for i, d := range deliveries {
 		evs[i] = d.Event
 	}
-	ran, err := inbox.HandleBatch(ctx, s.pool, consumer, evs, func(ctx context.Context, tx pgx.Tx, i int) error {
-		return s.fold(ctx, tx, batch[i])
-	})
+	b := &batch{}
+	ran, err := inbox.HandleBatchThen(ctx, s.pool, consumer, evs, func(ctx context.Context, tx pgx.Tx, i int) error {
+		// Within the event's trace, which the status changes it causes carry on.
+		return s.fold(deliveries[i].Context(ctx), tx, b, deliveries[i])
+	}, func(ctx context.Context, tx pgx.Tx) error { return s.flush(ctx, tx, b) })
+	s.metrics.commit(err == nil)
 	if err != nil {
 		return err
 	}
@@ -92,8 +148,10 @@ func (s *server) handle(ctx context.Context, batch []bus.Delivery) error {
 }
 
 // fold records one event in the audit log and folds it into the status it concerns.
-func (s *server) fold(ctx context.Context, tx pgx.Tx, d bus.Delivery) error {
-	ev := d.Event
+// Secret values never reach either: a hub resource's Secret, or a difference a member
+// reports on one (which its worker should have redacted already), is redacted first.
+func (s *server) fold(ctx context.Context, tx pgx.Tx, b *batch, d bus.Delivery) error {
+	ev := redacted(d.Event)
 	at := ev.Time()
 	if at.IsZero() {
 		at = d.Meta.Time
@@ -101,37 +159,90 @@ func (s *server) fold(ctx context.Context, tx pgx.Tx, d bus.Delivery) error {
 	if err := audit(ctx, tx, ev, at); err != nil {
 		return err
 	}
+	seq := int64(d.Meta.Sequence)
 	switch p := s.decode(ev).(type) {
 	case *events.MemberJoined:
-		return s.foldMember(ctx, tx, ev, p.Member.Name, p, at)
+		return s.foldMember(ctx, tx, ev, p.Member.Name, p, seq, at)
 	case *events.MemberUpdated:
-		return s.foldMember(ctx, tx, ev, p.Member.Name, p, at)
+		return s.foldMember(ctx, tx, ev, p.Member.Name, p, seq, at)
 	case *events.MemberLeft:
-		return s.foldMember(ctx, tx, ev, p.Name, p, at)
+		return s.foldMember(ctx, tx, ev, p.Name, p, seq, at)
 	case *events.MemberHeartbeat:
-		return s.foldMember(ctx, tx, ev, p.Name, p, at)
+		// Timed by when the bus received it, never by the time it claims.
+		return s.foldMember(ctx, tx, ev, p.Name, p, seq, s.receivedAt(d.Meta))
 	case *events.PlacementUpserted:
-		return s.foldPlacement(ctx, tx, ev, p.Placement.Name, p, at)
+		return s.foldPlacement(ctx, tx, b, ev, p.Placement.Name, p, seq, at)
 	case *events.PlacementDeleted:
-		return s.foldPlacement(ctx, tx, ev, p.Name, p, at)
+		return s.foldPlacement(ctx, tx, b, ev, p.Name, p, seq, at)
 	case *events.PlacementScheduledV2:
-		return s.foldPlacement(ctx, tx, ev, p.Placement, p, at)
+		return s.foldPlacement(ctx, tx, b, ev, p.Placement, p, seq, at)
 	case *events.SnapshotCreated:
-		return s.foldPlacement(ctx, tx, ev, p.Placement, p, at)
+		return s.foldPlacement(ctx, tx, b, ev, p.Placement, p, seq, at)
 	case *events.RolloutProgressedV2:
-		return s.foldPlacement(ctx, tx, ev, p.Placement, p, at)
+		return s.foldPlacement(ctx, tx, b, ev, p.Placement, p, seq, at)
 	case *events.WorkReported:
+		expected, err := reportExpected(ctx, tx, p.Placement, p.Cluster)
+		if err != nil {
+			return err
+		}
+		if !expected {
+			s.log.Warn("report from a cluster the placement was never scheduled on: recorded in the audit log only",
+				"id", ev.ID(), "placement", p.Placement, "cluster", p.Cluster)
+			return nil
+		}
 		if err := s.recordReport(ctx, tx, ev, p); err != nil {
 			return err
 		}
-		return s.foldPlacement(ctx, tx, ev, p.Placement, p, at)
+		return s.foldPlacement(ctx, tx, b, ev, p.Placement, p, seq, at)
+	case *events.TakeoversDecided:
+		expected, err := reportExpected(ctx, tx, p.Placement, p.Cluster)
+		if err != nil || !expected {
+			return err
+		}
+		return s.recordTakeovers(ctx, tx, ev, p)
 	case *events.OutboxQuarantined:
 		if p.Placement == "" {
 			return nil
 		}
-		return s.foldPlacement(ctx, tx, ev, p.Placement, p, at)
+		return s.foldPlacement(ctx, tx, b, ev, p.Placement, p, seq, at)
+	case *events.OverrideUpserted:
+		return s.foldOverride(ctx, tx, ev, p.Key(), p.Object(), seq, at)
+	case *events.OverrideDeleted:
+		return s.foldOverride(ctx, tx, ev, p.Override, nil, seq, at)
 	}
 	return nil
+}
+
+// reportExpected reports whether r comes from a cluster the placement was scheduled on: one
+// its decision chose or removed, or one that reported on it before. A member may publish
+// reports in its own name only (the catalogue sees to that), but about any placement; one
+// about a placement it never had is recorded in the audit log and nowhere else, so that it
+// cannot write itself into that placement's history or plant a report for the day it is
+// chosen. Decisions always come before the work a report answers: the rollout sends work
+// only for decisions it has read from the same stream, further on.
+// Takeover decisions that did not fit in a report are judged the same way.
+func reportExpected(ctx context.Context, tx pgx.Tx, placement, cluster string) (bool, error) {
+	var ok bool
+	err := tx.QueryRow(ctx, `
+		select exists (select 1 from status_reports where placement = $1 and cluster = $2)
+			or exists (select 1 from status_placements p where p.name = $1 and (
+				p.decision->'chosen' @> jsonb_build_array(jsonb_build_object('cluster', $2::text))
+				or p.decision->'removed' @> jsonb_build_array(jsonb_build_object('cluster', $2::text))))`,
+		placement, cluster).Scan(&ok)
+	if err != nil {
+		return false, fmt.Errorf("check report of %s on %s: %w", placement, cluster, err)
+	}
+	return ok, nil
+}
+
+// receivedAt is when the bus received a message: the JetStream message's
+// time, but never later than the service's clock.
+func (s *server) receivedAt(m bus.Meta) time.Time {
+	now := s.now()
+	if m.Time.IsZero() || m.Time.After(now) {
+		return now
+	}
+	return m.Time
 }
 
 // folded lists the event types the status is folded from. The v1 decision
@@ -141,7 +252,8 @@ var folded = map[string]bool{
 	events.TypeMemberJoined: true, events.TypeMemberUpdated: true, events.TypeMemberLeft: true, events.TypeMemberHeartbeat: true,
 	events.TypePlacementUpserted: true, events.TypePlacementDeleted: true, events.TypePlacementScheduledV2: true,
 	events.TypeSnapshotCreated: true, events.TypeRolloutProgressedV2: true, events.TypeWorkReported: true,
-	events.TypeOutboxQuarantined: true,
+	events.TypeOutboxQuarantined: true, events.TypeTakeoversDecided: true,
+	events.TypeOverrideUpserted: true, events.TypeOverrideDeleted: true,
 }
 
 // decode returns the payload of an event the status is folded from, or nil
@@ -158,6 +270,17 @@ func (s *server) decode(ev cloudevents.Event) any {
 		return nil
 	}
 	return p
+}
+
+// redacted is ev with every Secret value in its payload replaced by api.Redacted.
+func redacted(ev cloudevents.Event) cloudevents.Event {
+	out, changed := api.RedactSecrets(ev.Data())
+	if !changed {
+		return ev
+	}
+	ev = ev.Clone()
+	ev.DataEncoded = out
+	return ev
 }
 
 // audit records ev in the audit log. Data that is not JSON is recorded

@@ -27,10 +27,14 @@ import (
 // returns the events in the order published.
 func story(f *fixture) map[string]string {
 	ids := map[string]string{}
+	// One event at a time: each is folded on its own, so that the status
+	// changes and transitions are those of each event in turn (a burst is
+	// folded once per batch; see TestBurstFoldsOncePerBatch).
 	pub := func(key, typ, subj string, at time.Time, payload any) {
 		ev := f.event(typ, "story-"+key, at, payload)
 		ids[key] = ev.ID()
 		f.publish(subj, ev)
+		f.handled(ev.ID())
 	}
 	for i, m := range []string{"member-1", "member-2"} {
 		pub("join-"+m, events.TypeMemberJoined, subject(events.MemberSubject(m)), t0.Add(time.Duration(i)*time.Second),

@@ -127,6 +127,7 @@ func run(ctx context.Context, o options, out, progress io.Writer) (err error) {
 	st := startStack(ctx, standalone.Config{
 		DataDir:        dataDir,
 		NATSListen:     "127.0.0.1:0",
+		MetricsListen:  "127.0.0.1:0",
 		LocalMembers:   o.members,
 		KubeBinDir:     binDir,
 		SimulatedNodes: true,

@@ -29,6 +29,10 @@ type event struct {
 // realParts matches harness log lines worth showing on success too.
 var realParts = regexp.MustCompile(`started a real PostgreSQL|using PostgreSQL|embedded NATS server|real member API servers ready|API server ready|applied .* to member`)
 
+// reportLine marks lines a test prints for the reader of CI output, such as a table of
+// results (e2e/faults): shown on success too, each in full.
+const reportLine = "report| "
+
 // digits normalises a line for de-duplication: ports and durations differ
 // from test to test, and one line per package and kind is enough.
 var digits = regexp.MustCompile(`[0-9]+`)
@@ -61,7 +65,13 @@ func run(in io.Reader, out io.Writer) int {
 		switch e.Action {
 		case "output":
 			outputs[key] = append(outputs[key], e.Output)
-			if e.Test != "" && realParts.MatchString(e.Output) {
+			if i := strings.Index(e.Output, reportLine); e.Test != "" && i >= 0 {
+				msg := strings.TrimRight(e.Output[i+len(reportLine):], "\n")
+				if seen := e.Package + "\x00" + msg; !shown[seen] {
+					shown[seen] = true
+					fmt.Fprintf(out, "  %s: %s\n", short(e.Package), msg)
+				}
+			} else if e.Test != "" && realParts.MatchString(e.Output) {
 				msg := strings.TrimSpace(e.Output)
 				if seen := e.Package + digits.ReplaceAllString(msg, "0"); !shown[seen] {
 					shown[seen] = true

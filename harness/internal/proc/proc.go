@@ -154,3 +154,16 @@ func Stop(cmd *exec.Cmd, done <-chan struct{}, sig syscall.Signal, grace time.Du
 	signalGroup(cmd.Process.Pid, syscall.SIGKILL)
 	<-done
 }
+
+// SignalTree sends sig to cmd's process group and to every descendant of cmd's process,
+// also those that left the group (PostgreSQL's backends call setsid): SIGSTOP and SIGCONT
+// freeze and thaw a server whole.
+func SignalTree(cmd *exec.Cmd, sig syscall.Signal) {
+	if cmd.Process == nil {
+		return
+	}
+	signalGroup(cmd.Process.Pid, sig)
+	for _, pid := range descendants(cmd.Process.Pid) {
+		_ = syscall.Kill(pid, sig)
+	}
+}

@@ -13,3 +13,6 @@ func sysProcAttr() *syscall.SysProcAttr {
 func signalGroup(pid int, sig syscall.Signal) {
 	_ = syscall.Kill(-pid, sig)
 }
+
+// descendants is not known here: SignalTree signals the group only.
+func descendants(int) []int { return nil }

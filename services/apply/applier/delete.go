@@ -49,6 +49,10 @@ func (a *Applier) Delete(ctx context.Context, placementName string, strategy api
 		report.ResourceIndex, report.Generation = p.work.ResourceIndex, p.work.Generation
 	}
 	fail := func(err error) (*events.WorkReported, error) {
+		if unreachable(err) && !errors.Is(err, ErrUnreachable) {
+			// The member went away in the middle: say so, as a probe would.
+			err = fmt.Errorf("%w: %v", ErrUnreachable, err)
+		}
 		report.Applied = events.Condition{Status: statusFalse, Reason: api.ApplyFailedReason,
 			Message: fmt.Sprintf("Failed to remove the placement's objects from the member: %v", err)}
 		report.Available = events.Condition{Status: statusUnknown, Reason: api.AvailableUnknownReason}

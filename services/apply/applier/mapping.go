@@ -40,6 +40,10 @@ func unreachable(err error) bool {
 		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, context.DeadlineExceeded)
 }
 
+// Probe checks that the member's API server answers; the error wraps ErrUnreachable when
+// it was not reached.
+func (a *Applier) Probe(ctx context.Context) error { return a.probe(ctx) }
+
 // probe checks that the member answers, refreshing discovery when it had
 // failed before.
 func (a *Applier) probe(ctx context.Context) error {

@@ -150,6 +150,6 @@ func sameResults(x, y *events.WorkReported) bool {
 	if x == nil || y == nil {
 		return x == y
 	}
-	return reflect.DeepEqual(x.Manifests, y.Manifests) && x.Applied == y.Applied && x.Available == y.Available &&
+	return reflect.DeepEqual(x.Manifests, y.Manifests) && reflect.DeepEqual(x.Counts, y.Counts) && x.Applied == y.Applied && x.Available == y.Available &&
 		reflect.DeepEqual(x.DiffReported, y.DiffReported)
 }

@@ -139,9 +139,12 @@ func (a *Applier) buildReport(p *placement, takeovers []events.TakeoverDecision)
 }
 
 // Summarize sets a report's overall conditions from its manifests' results:
-// DiffReported under a ReportDiff strategy, else Applied and Available. The
-// fleet benchmark's simulated members summarise their reports with it too.
+// DiffReported under a ReportDiff strategy, else Applied and Available; then
+// it bounds the report's manifests (events.BoundManifests): it counts them
+// all and lists only those worth showing. The fleet benchmark's simulated
+// members summarise their reports with it too.
 func Summarize(r *events.WorkReported, strategy api.ApplyStrategy) {
+	defer events.BoundManifests(r)
 	var failed, unavailable, diffFailed int
 	for _, res := range r.Manifests {
 		switch {

@@ -9,7 +9,6 @@ package diff
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/wI2L/jsondiff"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -18,7 +17,7 @@ import (
 )
 
 // Redacted replaces Secret values in differences.
-const Redacted = "(redacted)"
+const Redacted = api.Redacted
 
 // WholeObject is the hub value of the one difference reported for an object
 // missing on the member (at path "/").
@@ -102,17 +101,7 @@ func isSecret(u *unstructured.Unstructured) bool {
 }
 
 // redact hides the values of a Secret difference that are, or contain, data.
-func redact(d api.PatchDetail) api.PatchDetail {
-	if d.Path == "/" || d.Path == "" || strings.HasPrefix(d.Path, "/data") || strings.HasPrefix(d.Path, "/stringData") {
-		if d.ValueInHub != "" {
-			d.ValueInHub = Redacted
-		}
-		if d.ValueInMember != "" {
-			d.ValueInMember = Redacted
-		}
-	}
-	return d
-}
+func redact(d api.PatchDetail) api.PatchDetail { return api.RedactSecretDiff(d) }
 
 // Redact hides Secret values in differences computed elsewhere.
 func Redact(u *unstructured.Unstructured, details []api.PatchDetail) []api.PatchDetail {

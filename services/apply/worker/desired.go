@@ -9,6 +9,7 @@ import (
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/bus"
@@ -22,15 +23,16 @@ func ownerToken(placement string) string {
 // handle takes one message of the cluster's WORK consumer: it records the
 // desired state and queues the placement. The apply itself runs in the
 // placement queue, so a slow or unreachable member never holds messages.
-func (w *Worker) handle(_ context.Context, ev cloudevents.Event, m bus.Meta) error {
-	return w.take(ev, m.Sequence)
+func (w *Worker) handle(ctx context.Context, ev cloudevents.Event, m bus.Meta) error {
+	return w.take(ctx, ev, m.Sequence)
 }
 
-// take records desired state carried by ev, stored at stream sequence seq.
-// Older messages than the one held for the placement are ignored
-// (redeliveries, and the replay overlapping the consumer).
-func (w *Worker) take(ev cloudevents.Event, seq uint64) error {
-	d := &desired{seq: seq, at: time.Now()}
+// take records desired state carried by ev, stored at stream sequence seq,
+// and the trace of ctx it came in. Older messages than the one held for the
+// placement are ignored (redeliveries, and the replay overlapping the
+// consumer).
+func (w *Worker) take(ctx context.Context, ev cloudevents.Event, seq uint64) error {
+	d := &desired{seq: seq, at: time.Now(), trace: trace.SpanContextFromContext(ctx)}
 	var placement, cluster string
 	switch ev.Type() {
 	case events.TypeWorkDesired:
@@ -45,6 +47,16 @@ func (w *Worker) take(ev cloudevents.Event, seq uint64) error {
 			return bus.Permanent(err)
 		}
 		d.tomb, placement, cluster = p, p.Placement, p.Cluster
+	case events.TypeWorkRemoved:
+		p, err := events.DecodeAs[events.WorkRemoved](ev)
+		if err != nil {
+			return bus.Permanent(err)
+		}
+		if p.Cluster != w.cfg.Cluster {
+			return bus.Permanent(fmt.Errorf("a removal record of cluster %q reached the worker of %q", p.Cluster, w.cfg.Cluster))
+		}
+		w.tookRemoved(p)
+		return nil
 	default:
 		return bus.Permanent(fmt.Errorf("event type %q does not belong on the work stream", ev.Type()))
 	}
@@ -56,10 +68,30 @@ func (w *Worker) take(ev cloudevents.Event, seq uint64) error {
 		w.mu.Unlock()
 		return nil
 	}
+	// A tombstone this worker carried out before (it found its own record) is done.
+	d.done = d.tomb != nil && w.removed[placement] == seq
 	w.desired[placement] = d
 	w.mu.Unlock()
+	if d.done {
+		w.log.Debug("tombstone carried out before; not again", "placement", placement, "sequence", seq)
+		return nil
+	}
 	w.queue.Add(item{reconcile, placement})
 	return nil
+}
+
+// tookRemoved records that the tombstone at p.TombstoneSequence was carried out; if it is
+// the placement's current desired state, it is done.
+func (w *Worker) tookRemoved(p *events.WorkRemoved) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if p.TombstoneSequence <= w.removed[p.Placement] {
+		return
+	}
+	w.removed[p.Placement] = p.TombstoneSequence
+	if cur := w.desired[p.Placement]; cur != nil && cur.tomb != nil && cur.seq == p.TombstoneSequence {
+		cur.done = true
+	}
 }
 
 // replay reads the current desired state of every placement of the cluster
@@ -111,7 +143,13 @@ func (w *Worker) replay(ctx context.Context) error {
 				"subject", msg.Subject(), "err", err)
 			continue
 		}
-		if err := w.take(ev, md.Sequence.Stream); err != nil {
+		// The replay is a second way in: it checks what the consumer checks.
+		if err := events.Admit(msg.Subject(), ev); err != nil {
+			w.log.Warn("skipping a desired state the catalogue refuses in replay; the consumer dead-letters it",
+				"subject", msg.Subject(), "err", err)
+			continue
+		}
+		if err := w.take(bus.TraceContext(ctx, ev), ev, md.Sequence.Stream); err != nil {
 			w.log.Warn("skipping an invalid desired state in replay; the consumer dead-letters it",
 				"subject", msg.Subject(), "err", err)
 		}

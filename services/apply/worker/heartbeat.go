@@ -37,7 +37,7 @@ func (w *Worker) heartbeats(ctx context.Context) {
 
 func (w *Worker) heartbeat(ctx context.Context) {
 	hb := Properties(ctx, w.applier.Dynamic(), w.cfg.Cluster, time.Now())
-	subject, err := events.MemberSubject(w.cfg.Cluster)
+	subject, err := events.HeartbeatSubject(w.cfg.Cluster)
 	if err != nil {
 		w.log.Error("cannot publish a heartbeat", "err", err)
 		return

@@ -59,10 +59,11 @@ type fleet struct {
 	nc *nats.Conn
 	js jetstream.JetStream
 
-	mu      sync.Mutex
-	reports []*events.WorkReported
-	beats   []*events.MemberHeartbeat
-	changed chan struct{}
+	mu        sync.Mutex
+	reports   []*events.WorkReported
+	takeovers []*events.TakeoversDecided
+	beats     []*events.MemberHeartbeat
+	changed   chan struct{}
 }
 
 func newFleet(t *testing.T) *fleet {
@@ -101,6 +102,9 @@ func (f *fleet) record(msg *nats.Msg) {
 	case events.TypeWorkReported:
 		r, _ := events.DecodeAs[events.WorkReported](ev)
 		f.reports = append(f.reports, r)
+	case events.TypeTakeoversDecided:
+		d, _ := events.DecodeAs[events.TakeoversDecided](ev)
+		f.takeovers = append(f.takeovers, d)
 	case events.TypeMemberHeartbeat:
 		hb, _ := events.DecodeAs[events.MemberHeartbeat](ev)
 		f.beats = append(f.beats, hb)

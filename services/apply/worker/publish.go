@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"strconv"
 	"sync"
 	"time"
 
@@ -13,13 +15,22 @@ import (
 	"github.com/flotilla-dev/flotilla/events"
 )
 
-// publish sends a report unless it says the same as the last one published
-// for the placement. It retries a few times; a report that still cannot be
-// sent is logged, and the next one for the placement goes out regardless.
+// publish sends a report unless it says the same as the last one published for the
+// placement. One the bus does not take is kept and sent again until it is (see resend),
+// unless a newer report for the placement replaces it first: the newest state wins, and at
+// most one report per placement waits. The caller holds the placement's lock, so reports
+// leave in the order they were made.
 func (w *Worker) publish(ctx context.Context, r *events.WorkReported) {
+	w.metrics.reported(r)
+	w.publishTakeovers(ctx, r)
 	digest := ReportDigest(r)
+	key := outKey{placement: r.Placement, kind: outReport}
 	w.mu.Lock()
 	same := w.published[r.Placement] == digest
+	if same {
+		// The bus has this state already: an older report must not follow it.
+		delete(w.unsent, key)
+	}
 	w.mu.Unlock()
 	if same {
 		return
@@ -29,25 +40,193 @@ func (w *Worker) publish(ctx context.Context, r *events.WorkReported) {
 		w.log.Error("cannot publish a report", "placement", r.Placement, "err", err)
 		return
 	}
-	delay := 100 * time.Millisecond
-	for attempt := 1; ; attempt++ {
-		_, err = w.publisher.Publish(ctx, subject, ev)
-		if err == nil || attempt == 5 || ctx.Err() != nil {
-			break
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(delay):
-		}
-		delay *= 2
-	}
-	if err != nil {
-		w.log.Error("report not published", "placement", r.Placement, "err", err)
+	w.send(ctx, key, &outgoing{subject: subject, ev: ev, sent: func() { w.published[r.Placement] = digest }})
+}
+
+// recordRemoved publishes the worker's record that it carried out tomb, the desired state
+// at WORK sequence seq, where a restarted worker finds it (see take).
+func (w *Worker) recordRemoved(ctx context.Context, tomb *events.WorkTombstoned, seq uint64) {
+	w.mu.Lock()
+	known := w.removed[tomb.Placement] >= seq
+	w.mu.Unlock()
+	if known {
 		return
 	}
+	subject, err := events.WorkRemovedSubject(w.cfg.Cluster, tomb.Placement)
+	if err != nil {
+		w.log.Error("cannot record a carried-out tombstone", "placement", tomb.Placement, "err", err)
+		return
+	}
+	p := events.WorkRemoved{Cluster: w.cfg.Cluster, Placement: tomb.Placement, TombstoneSequence: seq, RemovedAt: time.Now().UTC()}
+	id := events.ID("removed", w.cfg.Cluster, tomb.Placement, strconv.FormatUint(seq, 10))
+	ev, err := events.New(events.TypeWorkRemoved, w.source, subject, id, p)
+	if err != nil {
+		w.log.Error("cannot record a carried-out tombstone", "placement", tomb.Placement, "err", err)
+		return
+	}
+	w.send(ctx, outKey{placement: tomb.Placement, kind: outRemoved}, &outgoing{subject: subject, ev: ev, sent: func() {
+		w.removed[tomb.Placement] = max(w.removed[tomb.Placement], seq)
+	}})
+}
+
+// outKey names what waits to be sent: one report and one removal record per placement.
+type outKey struct {
+	placement string
+	kind      outKind
+}
+
+type outKind int
+
+const (
+	outReport outKind = iota
+	outRemoved
+)
+
+// outgoing is an event to publish; sent runs, under the worker's mutex, once the bus took it.
+type outgoing struct {
+	subject string
+	ev      cloudevents.Event
+	sent    func()
+}
+
+// send publishes o now, unless others wait because the bus is not taking them: then, and if
+// the bus refuses o, o waits in unsent, replacing an older one of its key, for resend. The
+// caller holds the placement's lock.
+func (w *Worker) send(ctx context.Context, key outKey, o *outgoing) {
 	w.mu.Lock()
-	w.published[r.Placement] = digest
+	backlog := len(w.unsent) > 0
+	_, replaces := w.unsent[key]
+	if backlog {
+		w.unsent[key] = o
+	}
 	w.mu.Unlock()
+	if backlog {
+		if !replaces {
+			w.log.Debug("the bus is not taking events; this one waits", "placement", key.placement, "subject", o.subject)
+		}
+		w.wakeResend()
+		return
+	}
+	if err := w.publishOnce(ctx, o); err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		w.log.Warn("event not published; it waits and is sent again until the bus takes it, unless a newer one replaces it",
+			"placement", key.placement, "subject", o.subject, "err", err)
+		w.mu.Lock()
+		w.unsent[key] = o
+		w.mu.Unlock()
+		w.wakeResend()
+		return
+	}
+}
+
+// publishOnce publishes o and records that it was sent.
+func (w *Worker) publishOnce(ctx context.Context, o *outgoing) error {
+	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
+	defer cancel()
+	if _, err := w.publisher.Publish(ctx, o.subject, o.ev); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	o.sent()
+	w.mu.Unlock()
+	return nil
+}
+
+func (w *Worker) wakeResend() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Pacing of resend.
+const (
+	publishTimeout = 10 * time.Second
+	resendFirst    = 100 * time.Millisecond
+	resendMax      = 10 * time.Second
+)
+
+// resend sends what waits in unsent until ctx ends: each in turn, under its placement's
+// lock, stopping at the first refusal and trying again later, with backoff. Event ids are
+// fixed per event, so a publish that reached the bus though its acknowledgement was lost is
+// dropped as a duplicate when sent again.
+func (w *Worker) resend(ctx context.Context) {
+	delay := resendFirst
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.wake:
+		}
+		for {
+			n, err := w.resendRound(ctx)
+			if ctx.Err() != nil {
+				return
+			}
+			if errors.Is(err, errMore) {
+				continue // added while sending: no need to wait
+			}
+			if err == nil {
+				if n > 0 {
+					w.log.Info("the bus takes events again; the waiting ones were sent", "events", n)
+				}
+				delay = resendFirst
+				break
+			}
+			w.log.Debug("the bus still refuses events; trying again", "retry_in", delay, "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(delay):
+			}
+			delay = min(2*delay, resendMax)
+		}
+	}
+}
+
+// resendRound sends what waits, and returns how many it sent, or the first refusal.
+func (w *Worker) resendRound(ctx context.Context) (int, error) {
+	w.mu.Lock()
+	keys := make([]outKey, 0, len(w.unsent))
+	for k := range w.unsent {
+		keys = append(keys, k)
+	}
+	w.mu.Unlock()
+	sent := 0
+	for _, k := range keys {
+		err := func() error {
+			unlock := w.locks.lock(k.placement)
+			defer unlock()
+			w.mu.Lock()
+			o := w.unsent[k]
+			w.mu.Unlock()
+			if o == nil {
+				return nil // replaced and sent meanwhile
+			}
+			if err := w.publishOnce(ctx, o); err != nil {
+				return err
+			}
+			w.mu.Lock()
+			if w.unsent[k] == o {
+				delete(w.unsent, k)
+			}
+			w.mu.Unlock()
+			sent++
+			return nil
+		}()
+		if err != nil {
+			return sent, err
+		}
+	}
+	w.mu.Lock()
+	more := len(w.unsent) > 0
+	w.mu.Unlock()
+	if more {
+		return sent, errMore
+	}
+	return sent, nil
 }
 
 // reportWindow is how long reports on member changes of one placement gather before the
@@ -128,3 +307,6 @@ func (k *keyedLocks) lock(key string) func() {
 	mu.Lock()
 	return mu.Unlock
 }
+
+// errMore says that events were added while a round was sending.
+var errMore = errors.New("more events wait")

@@ -11,12 +11,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flotilla-dev/flotilla/platform/service"
-	"github.com/flotilla-dev/flotilla/services/apply/applier"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/flotilla-dev/flotilla/events/bus"
+	"github.com/flotilla-dev/flotilla/platform/service"
+	"github.com/flotilla-dev/flotilla/services/apply/applier"
 )
 
 // Options configure the apply service: one worker (Cluster and Kubeconfig) or
@@ -136,6 +139,11 @@ func Run(ctx context.Context, opts Options) (err error) {
 	if err != nil {
 		return err
 	}
+	inbox, err := inboxPrefix(members)
+	if err != nil {
+		return err
+	}
+	opts.NATSOptions = append(slices.Clone(opts.NATSOptions), nats.CustomInboxPrefix(inbox))
 	env, err := service.Open(ctx, "apply", opts.Options)
 	if err != nil {
 		return err
@@ -147,8 +155,19 @@ func Run(ctx context.Context, opts Options) (err error) {
 		Placements:      opts.Placements,
 		MaxInFlight:     opts.MaxInFlight,
 		Logger:          env.Log,
+		Metrics:         env.Metrics,
 	}
 	return env.Run(ctx, func(ctx context.Context) error { return RunMembers(ctx, env.JS, members, cfg) })
+}
+
+// inboxPrefix is where replies to the workers come back: the member's own inbox
+// prefix, the only one its NATS user may subscribe to. Workers for several members
+// share one connection, and so one user allowed on all their subjects: _INBOX.apply.
+func inboxPrefix(members []Member) (string, error) {
+	if len(members) == 1 {
+		return bus.MemberInboxPrefix(members[0].Name)
+	}
+	return bus.InboxPrefix("apply")
 }
 
 // RunMembers runs a worker per member on js until ctx ends, each configured

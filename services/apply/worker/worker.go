@@ -17,6 +17,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
@@ -24,6 +29,7 @@ import (
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/events/bus"
+	"github.com/flotilla-dev/flotilla/platform/metrics"
 	"github.com/flotilla-dev/flotilla/services/apply/applier"
 )
 
@@ -49,11 +55,17 @@ type Config struct {
 	// once up to it). Default applier.DefaultMaxInFlight.
 	MaxInFlight int
 	// RetryBase and RetryMax bound the backoff of a placement whose apply
-	// or deletion could not finish (an unreachable member). Default 1s and
-	// 5 minutes.
+	// or deletion could not finish. Default 1s and 5 minutes.
 	RetryBase, RetryMax time.Duration
+	// ProbePeriod is how often the worker asks an unreachable member's API
+	// server whether it is back; when it is, the placements that failed on
+	// it are applied at once, not at the end of their backoff. Default 2s.
+	ProbePeriod time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// Metrics registers the worker's metrics (labelled with its member);
+	// nil keeps them unserved.
+	Metrics prometheus.Registerer
 }
 
 func (c *Config) setDefaults() {
@@ -72,6 +84,9 @@ func (c *Config) setDefaults() {
 	if c.RetryMax <= 0 {
 		c.RetryMax = 5 * time.Minute
 	}
+	if c.ProbePeriod <= 0 {
+		c.ProbePeriod = 2 * time.Second
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -84,6 +99,7 @@ type Worker struct {
 	applier   *applier.Applier
 	publisher *bus.Publisher
 	source    string
+	metrics   *workerMetrics
 
 	// queue holds placements to apply, delete or refresh; a placement is
 	// in it at most once, however many changes arrive.
@@ -98,6 +114,17 @@ type Worker struct {
 	// pending holds the newest report on member changes not yet published, per placement
 	// (see publishSoon).
 	pending map[string]*events.WorkReported
+	// unsent holds what the bus has not taken yet: the newest report and the newest
+	// removal record per placement, sent again until it is taken (see resend).
+	unsent map[outKey]*outgoing
+	wake   chan struct{} // wakes resend
+	// removed holds the WORK sequence of the last tombstone carried out per placement, as
+	// this worker's WorkRemoved records say: a restarted worker skips those tombstones.
+	removed map[string]uint64
+	// stranded holds the placements that failed because the member could not be reached,
+	// to be applied again as soon as it answers (see reconnect); strandedWake wakes it.
+	stranded     map[item]bool
+	strandedWake chan struct{}
 
 	watch *watcher
 	locks keyedLocks
@@ -118,11 +145,14 @@ type item struct {
 
 // desired is the latest desired state of a placement.
 type desired struct {
-	seq  uint64    // stream sequence of the message
-	at   time.Time // when the worker took it, for the debug log
-	work *events.WorkDesired
-	tomb *events.WorkTombstoned
-	done bool // a tombstone that has been carried out
+	seq uint64    // stream sequence of the message
+	at  time.Time // when the worker took it, for the debug log
+	// trace is the trace the desired state came in, which its apply and the
+	// report that answers it carry on.
+	trace trace.SpanContext
+	work  *events.WorkDesired
+	tomb  *events.WorkTombstoned
+	done  bool // a tombstone that has been carried out
 	// resolved is work with the manifests its ManifestsRef names, once fetched.
 	resolved *events.WorkDesired
 }
@@ -138,12 +168,14 @@ func New(cfg Config) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	m := newWorkerMetrics(cfg.Metrics, cfg.Cluster)
 	w := &Worker{
 		cfg:       cfg,
 		log:       log,
 		applier:   a,
-		publisher: bus.NewPublisher(cfg.JetStream),
+		publisher: bus.NewPublisher(cfg.JetStream, bus.WithObserver(m.bus)),
 		source:    "flotilla/apply/" + cfg.Cluster,
+		metrics:   m,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[item](cfg.RetryBase, cfg.RetryMax),
 			workqueue.TypedRateLimitingQueueConfig[item]{Name: "placements-" + cfg.Cluster}),
@@ -153,6 +185,12 @@ func New(cfg Config) (*Worker, error) {
 		desired:   map[string]*desired{},
 		published: map[string]string{},
 		pending:   map[string]*events.WorkReported{},
+		unsent:    map[outKey]*outgoing{},
+		wake:      make(chan struct{}, 1),
+		removed:   map[string]uint64{},
+		stranded:  map[item]bool{},
+
+		strandedWake: make(chan struct{}, 1),
 	}
 	w.watch = newWatcher(w)
 	return w, nil
@@ -161,16 +199,25 @@ func New(cfg Config) (*Worker, error) {
 // Run runs the worker until ctx ends; it returns nil then, or the error that
 // stopped it (the bus could not be read).
 func (w *Worker) Run(ctx context.Context) error {
-	consumer, err := bus.EnsureApplyConsumer(ctx, w.cfg.JetStream, w.cfg.Cluster, bus.TopologyOptions{})
+	// NATS may not be up yet, or may not answer JetStream requests yet: wait for it.
+	var consumer string
+	err := bus.Await(ctx, w.log, "NATS JetStream to create this member's work consumer", func(ctx context.Context) (err error) {
+		consumer, err = bus.EnsureApplyConsumer(ctx, w.cfg.JetStream, w.cfg.Cluster, bus.TopologyOptions{})
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("apply worker %s: %w", w.cfg.Cluster, err)
 	}
 	// Current desired state first, so that a restarted worker holds (and
 	// watches) every placement before new changes arrive.
-	if err := w.replay(ctx); err != nil {
+	if err := bus.Await(ctx, w.log, "NATS JetStream to replay this member's desired state", w.replay); err != nil {
 		return fmt.Errorf("apply worker %s: %w", w.cfg.Cluster, err)
 	}
 	w.log.Info("apply worker started", "placements", w.count())
+	if w.cfg.Metrics != nil {
+		metrics.Register(w.cfg.Metrics, metrics.NewConsumerLag(w.cfg.JetStream, bus.StreamWork, consumer))
+	}
+	w.metrics.bus.Watch(consumer)
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
@@ -181,7 +228,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	})
 	g.Go(func() error {
 		err := bus.Consume(gctx, w.cfg.JetStream, bus.StreamWork, consumer, w.handle,
-			bus.WithValidator(events.Validate), bus.WithLogger(w.log))
+			bus.WithValidator(events.Admit), bus.WithLogger(w.log), bus.WithObserver(w.metrics.bus))
 		if err != nil {
 			return fmt.Errorf("apply worker %s: %w", w.cfg.Cluster, err)
 		}
@@ -194,7 +241,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		g.Go(func() error { w.runChecks(gctx); return nil })
 	}
 	g.Go(func() error { w.heartbeats(gctx); return nil })
+	g.Go(func() error { w.resend(gctx); return nil })
 	g.Go(func() error { w.resync(gctx); return nil })
+	g.Go(func() error { w.reconnect(gctx); return nil })
 	g.Go(func() error { w.watch.run(gctx); return nil })
 	return g.Wait()
 }
@@ -258,13 +307,19 @@ func (w *Worker) process(ctx context.Context, it item) {
 		work, tomb = d.work, d.tomb
 	}
 	seq, taken := uint64(0), time.Time{}
+	var within trace.SpanContext
 	if d != nil {
-		seq, taken = d.seq, d.at
+		seq, taken, within = d.seq, d.at, d.trace
 	}
 	w.mu.Unlock()
 
 	unlock := w.locks.lock(it.placement)
 	defer unlock()
+	if work != nil || tomb != nil {
+		var span trace.Span
+		ctx, span = w.startApply(ctx, within, it.placement)
+		defer span.End()
+	}
 	began := time.Now()
 	var (
 		report *events.WorkReported
@@ -285,6 +340,10 @@ func (w *Worker) process(ctx context.Context, it item) {
 		return
 	}
 	applied := time.Now()
+	w.metrics.applied(report, err, applied.Sub(began))
+	if err != nil {
+		trace.SpanFromContext(ctx).SetStatus(codes.Error, err.Error())
+	}
 	if report != nil {
 		w.dropPending(it.placement) // this report is newer than any waiting
 		w.publish(ctx, report)
@@ -296,6 +355,9 @@ func (w *Worker) process(ctx context.Context, it item) {
 	}
 	if err != nil {
 		w.log.Warn("placement not done; will retry", "placement", it.placement, "retries", w.queue.NumRequeues(it), "err", err)
+		if errors.Is(err, applier.ErrUnreachable) {
+			w.strand(it)
+		}
 		w.queue.AddRateLimited(it)
 		w.watch.sync()
 		return
@@ -307,6 +369,8 @@ func (w *Worker) process(ctx context.Context, it item) {
 			cur.done = true
 		}
 		w.mu.Unlock()
+		// Remember it on the bus, so that a restart does not carry it out again.
+		w.recordRemoved(ctx, tomb, seq)
 	}
 	w.watch.sync()
 	w.scheduleRefresh(it.placement)
@@ -353,4 +417,14 @@ func (w *Worker) placementFor(tokens []string) []string {
 		}
 	}
 	return out
+}
+
+// startApply starts the span of applying a placement, within the trace its
+// desired state came in.
+func (w *Worker) startApply(ctx context.Context, within trace.SpanContext, placement string) (context.Context, trace.Span) {
+	if within.IsValid() {
+		ctx = trace.ContextWithSpanContext(ctx, within)
+	}
+	return otel.Tracer("github.com/flotilla-dev/flotilla/services/apply/worker").Start(ctx, "apply "+placement,
+		trace.WithAttributes(attribute.String("flotilla.member", w.cfg.Cluster), attribute.String("flotilla.placement", placement)))
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
+	"github.com/flotilla-dev/flotilla/events/bus"
 	"github.com/flotilla-dev/flotilla/harness/poll"
 	"github.com/flotilla-dev/flotilla/services/apply/worker"
 )
@@ -353,3 +354,65 @@ func TestMemberChangesAreReportedTogether(t *testing.T) {
 
 // reportWindowForTests is the worker's report window (reportWindow), for waits.
 const reportWindowForTests = 50 * time.Millisecond
+
+// TestWorkOnAnotherPlacementsSubjectIsRefused: desired state must name the placement and
+// cluster its subject names. One that does not, read at start (replay) or later (the
+// consumer), is never applied: the worker dead-letters it and goes on with the rest.
+func TestWorkOnAnotherPlacementsSubjectIsRefused(t *testing.T) {
+	f := newFleet(t)
+	good, other, third := name(t, "good"), name(t, "other"), name(t, "third")
+	nsForged, nsGood := name(t, "f"), name(t, "g")
+	forged := work(t, member, other, api.ApplyStrategy{}, nsYAML(nsForged))
+	subject, err := events.WorkSubject(member, third)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.publish(subject, events.TypeWorkDesired, forged) // before the start: the replay reads it
+	f.start(member, nil)
+	f.desire(work(t, member, good, api.ApplyStrategy{}, nsYAML(nsGood)))
+	f.waitReport(member, good, "applied", applied)
+
+	if get(t, member, namespaces, "", nsForged) != nil {
+		t.Errorf("the namespace of work published on %s's subject is on the member", third)
+	}
+	dl, err := f.js.Stream(t.Context(), bus.StreamDeadLetter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := dl.GetLastMsgForSubject(t.Context(), bus.DeadLetterSubject("apply-"+member))
+	if err != nil {
+		t.Fatalf("nothing dead-lettered: %v", err)
+	}
+	if reason := msg.Header.Get(bus.HeaderDeadLetterReason); !strings.Contains(reason, subject) || !strings.Contains(reason, other) {
+		t.Errorf("dead-letter reason %q does not name the subject and the placement", reason)
+	}
+}
+
+// TestMemberBackIsAppliedAtOnce: a placement that failed while the member's API server was
+// down is applied as soon as the server is back, not at the end of its backoff (an hour
+// here, so only the worker noticing the member's return can apply it within the test).
+func TestMemberBackIsAppliedAtOnce(t *testing.T) {
+	f := newFleet(t)
+	flaky := "flaky"
+	if err := members.AddMembers(t.Context(), flaky); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = members.StopMember(flaky) })
+	if err := members.StopAPIServer(flaky); err != nil {
+		t.Fatal(err)
+	}
+	f.start(flaky, func(c *worker.Config) {
+		c.RetryBase, c.RetryMax, c.ProbePeriod = time.Hour, time.Hour, 100*time.Millisecond
+	})
+	placement, ns := name(t, "crp"), name(t, "")
+	f.desire(work(t, flaky, placement, api.ApplyStrategy{}, nsYAML(ns), configMapYAML(ns, "app-config", "1")))
+	f.waitReport(flaky, placement, "a failure while the member is down", func(r *events.WorkReported) bool { return r.Applied.Status == "False" })
+
+	if err := members.StartAPIServer(t.Context(), flaky); err != nil {
+		t.Fatal(err)
+	}
+	f.waitReport(flaky, placement, "applied once the member is back", applied)
+	if get(t, flaky, configMaps, ns, "app-config") == nil {
+		t.Error("the ConfigMap is not on the member")
+	}
+}

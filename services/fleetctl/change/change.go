@@ -52,6 +52,10 @@ type Options struct {
 	// Namespace is given to namespaced hub objects that have none, as
 	// kubectl gives its context's namespace. Empty means "default".
 	Namespace string
+	// NamespaceAsGiven: the objects come from an API server (hubsync reads them from a hub
+	// cluster), so an object has a namespace exactly when its kind is namespaced, and none
+	// is filled in, whatever ClusterScoped guesses of a kind it does not know.
+	NamespaceAsGiven bool
 }
 
 func (o Options) namespace() string {
@@ -127,6 +131,12 @@ func applyItem(d input.Document, opts Options, policies policySet) (Item, api.Er
 			names = append(names, crp.Name)
 		}
 		item.Note = "as clusterresourceplacements " + strings.Join(names, " and ")
+	case *api.ClusterResourceOverride, *api.ResourceOverride:
+		c, err := OverrideUpserted(o)
+		if err != nil {
+			return item, fieldError("metadata.name", err)
+		}
+		item.Changes = []Change{c}
 	case *api.ClusterResourceEnvelope, *api.ResourceEnvelope:
 		data, err := json.Marshal(o)
 		if err != nil {
@@ -165,6 +175,42 @@ func placementUpserted(crp *api.ClusterResourcePlacement) (Change, error) {
 		Payload: events.PlacementUpserted{Placement: p}}, nil
 }
 
+// OverrideUpserted publishes a ClusterResourceOverride or a ResourceOverride
+// as the user wrote it (in its version), without status or server metadata.
+func OverrideUpserted(obj api.Object) (Change, error) {
+	var payload events.OverrideUpserted
+	switch o := obj.(type) {
+	case *api.ClusterResourceOverride:
+		c := *o
+		c.ObjectMeta = userMetadata(c.ObjectMeta)
+		payload.ClusterResourceOverride = &c
+	case *api.ResourceOverride:
+		c := *o
+		c.ObjectMeta = userMetadata(c.ObjectMeta)
+		payload.ResourceOverride = &c
+	default:
+		return Change{}, fmt.Errorf("%T is not an override", obj)
+	}
+	return overrideChange(events.TypeOverrideUpserted, payload.Key(), payload)
+}
+
+// OverrideDeleted deletes the override k.
+func OverrideDeleted(k api.OverrideKey) (Change, error) {
+	return overrideChange(events.TypeOverrideDeleted, k, events.OverrideDeleted{Override: k})
+}
+
+func overrideChange(typ string, k api.OverrideKey, payload any) (Change, error) {
+	subject, err := events.OverrideSubject(k)
+	if err != nil {
+		return Change{}, err
+	}
+	eventSubject := k.Kind + "/" + k.Name
+	if k.Namespace != "" {
+		eventSubject = k.Kind + "/" + k.Namespace + "/" + k.Name
+	}
+	return Change{Type: typ, Subject: subject, EventSubject: eventSubject, Payload: payload}, nil
+}
+
 // userMetadata keeps what a user sets in metadata.
 func userMetadata(m metav1.ObjectMeta) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, Labels: m.Labels, Annotations: m.Annotations}
@@ -182,7 +228,7 @@ func hubItem(item Item, u *unstructured.Unstructured, opts Options) (Item, api.E
 		item.Warnings = append(item.Warnings, "server-populated fields (status, uid, resourceVersion, ...) were removed")
 	}
 	gvk := u.GroupVersionKind()
-	if u.GetNamespace() == "" && !ClusterScoped(gvk.GroupKind()) {
+	if u.GetNamespace() == "" && !ClusterScoped(gvk.GroupKind()) && !opts.NamespaceAsGiven {
 		u.SetNamespace(opts.namespace())
 	}
 	if markAdoption(u) {
@@ -268,6 +314,22 @@ func deleteItem(d input.Document, leave events.LeavePolicy, opts Options) (Item,
 		item.Changes = []Change{c}
 	case *api.MemberCluster:
 		c, err := MemberLeft(name, leave)
+		if err != nil {
+			return item, fieldError("metadata.name", err)
+		}
+		item.Changes = []Change{c}
+	case *api.ClusterResourceOverride:
+		c, err := OverrideDeleted(api.OverrideKey{Kind: api.ClusterResourceOverrideKind, Name: name})
+		if err != nil {
+			return item, fieldError("metadata.name", err)
+		}
+		item.Changes = []Change{c}
+	case *api.ResourceOverride:
+		ns := o.Namespace
+		if ns == "" {
+			ns = opts.namespace()
+		}
+		c, err := OverrideDeleted(api.OverrideKey{Kind: api.ResourceOverrideKind, Namespace: ns, Name: name})
 		if err != nil {
 			return item, fieldError("metadata.name", err)
 		}

@@ -261,3 +261,51 @@ func TestObjectsKubernetesCannotStoreAreRefused(t *testing.T) {
 		}
 	}
 }
+
+func TestOverridesBecomeOverrideEvents(t *testing.T) {
+	const text = `apiVersion: placement.kubernetes-fleet.io/v1alpha1
+kind: ClusterResourceOverride
+metadata: {name: labels, uid: 5b64f73b-ce6d-4ada-998e-db6f682155f6}
+spec:
+  clusterResourceSelectors: [{group: "", version: v1, kind: Namespace, name: app}]
+  policy:
+    overrideRules: [{clusterSelector: {}, jsonPatchOverrides: [{op: add, path: /metadata/labels/a, value: b}]}]
+---
+apiVersion: placement.kubernetes-fleet.io/v1
+kind: ResourceOverride
+metadata: {name: image}
+spec:
+  resourceSelectors: [{group: apps, version: v1, kind: Deployment, name: web}]
+  policy:
+    overrideRules: [{clusterSelector: {}, overrideType: Delete}]
+`
+	docs, problems := input.LoadIn([]input.Source{{Name: "in.yaml", Data: []byte(text)}}, "shop")
+	if len(problems) > 0 {
+		t.Fatalf("problems: %v", problems)
+	}
+	items, problems := ForApply(docs, Options{Namespace: "shop"})
+	if len(problems) > 0 || len(items) != 2 {
+		t.Fatalf("ForApply = %+v, %v", items, problems)
+	}
+	cro := items[0].Changes[0]
+	if cro.Type != events.TypeOverrideUpserted || cro.Subject != "flotilla.override.ClusterResourceOverride.-.labels" ||
+		items[0].Object != "clusterresourceoverride.placement.kubernetes-fleet.io/labels" {
+		t.Errorf("the ClusterResourceOverride: %s on %s (%s)", cro.Type, cro.Subject, items[0].Object)
+	}
+	p := cro.Payload.(events.OverrideUpserted)
+	if p.ClusterResourceOverride.UID != "" || p.ClusterResourceOverride.APIVersion != "placement.kubernetes-fleet.io/v1alpha1" {
+		t.Errorf("published %+v: want the server fields gone and the version written kept", p.ClusterResourceOverride.TypeMeta)
+	}
+	if ro := items[1].Changes[0]; ro.Subject != "flotilla.override.ResourceOverride.shop.image" {
+		t.Errorf("the ResourceOverride without a namespace travels on %s, want -n's namespace", ro.Subject)
+	}
+
+	deletes, problems := ForDelete(docs, "", Options{Namespace: "other"})
+	if len(problems) > 0 || len(deletes) != 2 {
+		t.Fatalf("ForDelete = %+v, %v", deletes, problems)
+	}
+	want := events.OverrideDeleted{Override: api.OverrideKey{Kind: api.ResourceOverrideKind, Namespace: "shop", Name: "image"}}
+	if got := deletes[1].Changes[0]; got.Type != events.TypeOverrideDeleted || !reflect.DeepEqual(got.Payload, want) {
+		t.Errorf("deleting the ResourceOverride: %s %+v, want %+v", got.Type, got.Payload, want)
+	}
+}

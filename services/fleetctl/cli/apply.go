@@ -36,6 +36,7 @@ func (a *app) applyCommand() *cobra.Command {
 		Long: `Apply publishes the objects in the given files:
 
   ClusterResourcePlacement                 creates or updates the placement
+  ClusterResourceOverride, ResourceOverride creates or updates the override (v1alpha1, v1beta1, v1)
   MemberCluster                            joins (or updates) the member cluster
   PropagationPolicy (KubeAdmiral)          becomes two placements, pp.<namespace>.<name> and
   ClusterPropagationPolicy (KubeAdmiral)   pp-adopt.<namespace>.<name> (cpp... for cluster policies)
@@ -46,7 +47,11 @@ decoded and validated first; if any has a problem, every problem is printed with
 document and field, and nothing is published. Server-populated fields (status, uid,
 resourceVersion, a Service's clusterIP, ...) are removed from hub manifests, so output of
 kubectl get -o yaml can be applied as it is. Applying the same content again publishes
-nothing ("unchanged").`,
+nothing ("unchanged"). An update of a live placement (as the status service shows it) must
+keep Fleet's update rules, as the services do: placementType cannot change and tolerations
+can only be added; a refused update is printed with its field path and nothing is published.
+Likewise an object may be selected by one override of each kind only (checked against the
+live overrides and the others applied), and an override's placement cannot change.`,
 		Example: `  fleetctl apply -f web-2-crp.yaml
   fleetctl apply -f ./manifests -R
   cat crp.yaml | fleetctl apply -f -`,
@@ -84,7 +89,7 @@ func (a *app) apply(ctx context.Context, files fileFlags, dryRun bool) error {
 	if err != nil {
 		return err
 	}
-	docs, problems := input.Load(sources)
+	docs, problems := input.LoadIn(sources, files.namespace)
 	// Convert the valid documents too, so that every problem is reported
 	// at once, including those only the conversion finds.
 	items, more := change.ForApply(input.WithoutProblems(docs, problems), change.Options{Namespace: files.namespace})
@@ -114,29 +119,52 @@ func (a *app) apply(ctx context.Context, files fileFlags, dryRun bool) error {
 	return a.publish(ctx, items, "configured", "unchanged")
 }
 
-// publish publishes every item in order and prints one line per item.
+// publish publishes every item in order and prints one line per item, once every
+// placement update among them passed the Fleet update rules (checkUpdates).
 func (a *app) publish(ctx context.Context, items []change.Item, done, unchanged string) error {
 	nc, err := a.connect()
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
+	if err := a.checkUpdates(ctx, nc, items); err != nil {
+		return err
+	}
+	if err := a.checkOverrides(ctx, nc, items); err != nil {
+		return err
+	}
 	pub, err := a.publisher(ctx, nc)
 	if err != nil {
 		return err
 	}
+	var (
+		all    []change.Change
+		itemOf []int
+	)
 	for i, it := range items {
-		outcome := submit.Unchanged
 		for _, c := range it.Changes {
-			o, err := pub.Publish(ctx, c)
-			if err != nil {
-				return fmt.Errorf("publish %s: %w (%d of %d objects were published before it)", it.Object, err, i, len(items))
-			}
-			if o == submit.Published {
-				outcome = submit.Published
-			}
+			all, itemOf = append(all, c), append(itemOf, i)
 		}
-		if outcome == submit.Published {
+	}
+	outcomes, err := pub.PublishAll(ctx, all)
+	var ce *submit.ChangeError
+	if errors.As(err, &ce) && errors.Is(err, submit.ErrHubOwned) {
+		// Found while preparing: nothing was published.
+		return fmt.Errorf("%s %w; nothing was published", items[itemOf[ce.Index]].Object, submit.ErrHubOwned)
+	}
+	if errors.As(err, &ce) {
+		i := itemOf[ce.Index]
+		return fmt.Errorf("publish %s: %w (the %d object(s) before it were published; apply again to publish the rest)", items[i].Object, ce.Err, i)
+	}
+	if err != nil {
+		return err
+	}
+	published := make([]bool, len(items))
+	for k, o := range outcomes {
+		published[itemOf[k]] = published[itemOf[k]] || o == submit.Published
+	}
+	for i, it := range items {
+		if published[i] {
 			a.printOutcome(it, done)
 		} else {
 			a.printOutcome(it, unchanged)

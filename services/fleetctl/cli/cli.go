@@ -1,5 +1,5 @@
 // Package cli holds fleetctl's commands: apply, get, describe, delete,
-// history, takeovers and wait. Run is the whole program; main only wires the
+// history, takeovers, deadletters and wait. Run is the whole program; main only wires the
 // process to it.
 package cli
 
@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/flotilla-dev/flotilla/events/bus"
 	"github.com/flotilla-dev/flotilla/platform/natsconn"
 	"github.com/flotilla-dev/flotilla/services/fleetctl/query"
 )
@@ -108,6 +109,7 @@ Kubernetes manifest for the hub, then watch placements converge:
 		a.deleteCommand(),
 		a.historyCommand(),
 		a.takeoversCommand(),
+		a.deadLettersCommand(),
 		a.waitCommand(),
 	)
 	return root
@@ -118,12 +120,17 @@ func usageError(cmd *cobra.Command, format string, args ...any) error {
 	return fmt.Errorf("%s\nSee '%s --help' for usage", fmt.Sprintf(format, args...), cmd.CommandPath())
 }
 
+// fleetctlInbox is fleetctl's inbox prefix (bus.InboxPrefix("fleetctl")).
+const fleetctlInbox = bus.InboxRoot + ".fleetctl"
+
 // connect opens a NATS connection, or says how to get one.
 func (a *app) connect() (*nats.Conn, error) {
 	if err := a.nats.Validate(); err != nil {
 		return nil, err
 	}
-	opts := append([]nats.Option{nats.Name("fleetctl"), nats.Timeout(a.requestTimeout)}, a.nats.Options()...)
+	// Replies come back under fleetctl's own inbox prefix, not the one every client shares.
+	opts := append([]nats.Option{nats.Name("fleetctl"), nats.Timeout(a.requestTimeout), nats.CustomInboxPrefix(fleetctlInbox)},
+		a.nats.Options()...)
 	nc, err := nats.Connect(a.nats.URL, opts...)
 	if err != nil {
 		hint := fmt.Sprintf("start Flotilla with `make run` (or the standalone binary), or point fleetctl at your NATS server with --nats URL or %s", EnvNATSURL)

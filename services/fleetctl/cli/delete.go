@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/flotilla-dev/flotilla/events"
+	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/services/fleetctl/change"
 	"github.com/flotilla-dev/flotilla/services/fleetctl/input"
 )
@@ -17,14 +18,16 @@ func (a *app) deleteCommand() *cobra.Command {
 	var files fileFlags
 	var leave string
 	cmd := &cobra.Command{
-		Use:   "delete (-f FILENAME | crp NAME... | member NAME...)",
-		Short: "Delete placements, remove member clusters, or take manifests out of the hub store",
+		Use:   "delete (-f FILENAME | crp NAME... | member NAME... | cro NAME... | ro NAME... [-n NS])",
+		Short: "Delete placements or overrides, remove member clusters, or take manifests out of the hub store",
 		Long: `Delete publishes the deletion of the named objects:
 
   a ClusterResourcePlacement is deleted, and its objects removed from members per its deleteStrategy;
   a MemberCluster leaves the fleet (--leave-policy Keep leaves placed objects running on it,
   Delete removes what Flotilla placed there);
   a KubeAdmiral policy's two placements are deleted;
+  a ClusterResourceOverride or ResourceOverride (of the namespace -n) is deleted, and the placements
+  it concerned roll out without it;
   any other manifest given with -f is removed from the hub store.`,
 		Example: `  fleetctl delete crp web-2-crp
   fleetctl delete member member-3 --leave-policy Delete
@@ -49,7 +52,7 @@ func (a *app) deleteCommand() *cobra.Command {
 			if len(names) == 0 {
 				return usageError(cmd, "name the %s to delete", r.display())
 			}
-			return a.deleteNames(cmd.Context(), r, names, lp)
+			return a.deleteNames(cmd.Context(), r, names, files.namespace, lp)
 		},
 	}
 	files.add(cmd, "delete")
@@ -57,14 +60,19 @@ func (a *app) deleteCommand() *cobra.Command {
 	return cmd
 }
 
-func (a *app) deleteNames(ctx context.Context, r resource, names []string, leave events.LeavePolicy) error {
+func (a *app) deleteNames(ctx context.Context, r resource, names []string, namespace string, leave events.LeavePolicy) error {
 	items := make([]change.Item, 0, len(names))
 	for _, n := range names {
 		var c change.Change
 		var err error
-		if r == members {
+		switch r {
+		case members:
 			c, err = change.MemberLeft(n, leave)
-		} else {
+		case clusterOverrides:
+			c, err = change.OverrideDeleted(api.OverrideKey{Kind: api.ClusterResourceOverrideKind, Name: n})
+		case resourceOverrides:
+			c, err = change.OverrideDeleted(api.OverrideKey{Kind: api.ResourceOverrideKind, Namespace: namespace, Name: n})
+		default:
 			c, err = change.PlacementDeleted(n)
 		}
 		if err != nil {

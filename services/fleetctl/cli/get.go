@@ -5,24 +5,28 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/services/fleetctl/printer"
 	"github.com/flotilla-dev/flotilla/services/fleetctl/query"
 )
 
 func (a *app) getCommand() *cobra.Command {
-	var output, selector string
-	var noHeaders bool
+	var output, selector, namespace string
+	var noHeaders, allNamespaces bool
 	cmd := &cobra.Command{
-		Use:   "get (crp|members) [NAME...]",
-		Short: "Show placements or member clusters with their status",
+		Use:   "get (crp|members|cro|ro) [NAME...]",
+		Short: "Show placements, member clusters or overrides with their status",
 		Long: `Get shows ClusterResourcePlacements or MemberClusters in Fleet's shape (apiVersion, kind,
-metadata, spec, status), as the status service reports them.
+metadata, spec, status), as the status service reports them, and ClusterResourceOverrides
+and ResourceOverrides as they were applied (in the version they were written in).
 
-Resource types: clusterresourceplacements (crp), memberclusters (members, mc); the
-kubectl spellings with group and version work too, e.g.
+Resource types: clusterresourceplacements (crp), memberclusters (members, mc),
+clusterresourceoverrides (cro), resourceoverrides (ro, of the namespace -n, or of all with
+-A); the kubectl spellings with group and version work too, e.g.
 clusterresourceplacement.v1beta1.placement.kubernetes-fleet.io.
 
 Output formats (-o): ` + printer.Formats + `.
@@ -47,13 +51,43 @@ jsonpath templates are kubectl's (client-go's jsonpath): a list or object prints
 				return usageError(cmd, "give either names or a label selector (-l), not both")
 			}
 			p := printer.Printer{Output: out, NoHeaders: noHeaders, Now: a.now}
+			if r == resourceOverrides {
+				if allNamespaces && len(names) > 0 {
+					return usageError(cmd, "a name cannot be given with --all-namespaces")
+				}
+				ns := namespace
+				if allNamespaces {
+					ns = ""
+				}
+				return a.getResourceOverrides(cmd.Context(), p, ns, names, selector)
+			}
 			return a.get(cmd.Context(), p, r, names, selector)
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: "+printer.Formats)
 	cmd.Flags().StringVarP(&selector, "selector", "l", "", "label selector, e.g. -l app=web,tier!=cache")
 	cmd.Flags().BoolVar(&noHeaders, "no-headers", false, "leave out the table header")
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", "default", "namespace of the resourceoverrides")
+	cmd.Flags().BoolVarP(&allNamespaces, "all-namespaces", "A", false, "resourceoverrides of every namespace")
 	return cmd
+}
+
+// getResourceOverrides prints the ResourceOverrides of a namespace ("": of all).
+func (a *app) getResourceOverrides(ctx context.Context, p printer.Printer, namespace string, names []string, selector string) error {
+	nc, err := a.connect()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	q := a.queryClient(nc)
+	list := func(ctx context.Context, sel string) ([]api.ResourceOverride, error) {
+		return q.ResourceOverrides(ctx, namespace, sel)
+	}
+	get := func(ctx context.Context, name string) (*api.ResourceOverride, error) {
+		return q.ResourceOverride(ctx, namespace, name)
+	}
+	p.AllNamespaces = namespace == ""
+	return getEach(ctx, a, p, resourceOverrides, names, selector, list, get, p.ResourceOverrides)
 }
 
 // notFound renders a missing object as kubectl does.
@@ -73,6 +107,8 @@ func (a *app) get(ctx context.Context, p printer.Printer, r resource, names []st
 		return getEach(ctx, a, p, r, names, selector, q.Placements, q.Placement, p.Placements)
 	case members:
 		return getEach(ctx, a, p, r, names, selector, q.Members, q.Member, p.Members)
+	case clusterOverrides:
+		return getEach(ctx, a, p, r, names, selector, q.ClusterResourceOverrides, q.ClusterResourceOverride, p.ClusterResourceOverrides)
 	}
 	return nil
 }
@@ -121,6 +157,9 @@ cluster's conditions and the objects that failed to apply or are not available
 			r, names, err := parseTarget(args)
 			if err != nil {
 				return usageError(cmd, "%v", err)
+			}
+			if r != placements && r != members {
+				return usageError(cmd, "describe shows placements and member clusters; show overrides with fleetctl get %s -o yaml", strings.Split(r.display(), ".")[0])
 			}
 			return a.describe(cmd.Context(), r, names)
 		},

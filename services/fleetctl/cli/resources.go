@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 
 	"github.com/flotilla-dev/flotilla/events/api"
@@ -13,15 +14,28 @@ type resource int
 const (
 	placements resource = iota + 1
 	members
+	clusterOverrides
+	resourceOverrides
 )
 
 // placementNames and memberNames are the spellings kubectl accepts for
 // Fleet's kinds: short name, kind, plural, and each with the group or
 // version.group.
 var (
-	placementNames = spellings([]string{"crp", "crps"}, "clusterresourceplacement", "clusterresourceplacements", api.PlacementGroupVersion.Group, api.PlacementGroupVersion.Version)
-	memberNames    = spellings([]string{"member", "members", "mc", "mcs"}, "membercluster", "memberclusters", api.ClusterGroupVersion.Group, api.ClusterGroupVersion.Version)
+	placementNames = versionedSpellings([]string{"crp", "crps"}, "clusterresourceplacement", "clusterresourceplacements", api.PlacementGroupVersion.Group, api.FleetVersions)
+	memberNames    = versionedSpellings([]string{"member", "members", "mc", "mcs"}, "membercluster", "memberclusters", api.ClusterGroupVersion.Group, api.FleetVersions)
+	croNames       = versionedSpellings([]string{"cro", "cros"}, "clusterresourceoverride", "clusterresourceoverrides", api.PlacementGroupVersion.Group, api.OverrideVersions)
+	roNames        = versionedSpellings([]string{"ro", "ros"}, "resourceoverride", "resourceoverrides", api.PlacementGroupVersion.Group, api.OverrideVersions)
 )
+
+// versionedSpellings accepts a kind in each of the versions Flotilla reads it in.
+func versionedSpellings(short []string, singular, plural, group string, versions []string) map[string]bool {
+	out := map[string]bool{}
+	for _, v := range versions {
+		maps.Copy(out, spellings(short, singular, plural, group, v))
+	}
+	return out
+}
 
 func spellings(short []string, singular, plural, group, version string) map[string]bool {
 	out := map[string]bool{}
@@ -43,14 +57,26 @@ func parseResource(arg string) (resource, error) {
 		return placements, nil
 	case memberNames[s]:
 		return members, nil
+	case croNames[s]:
+		return clusterOverrides, nil
+	case roNames[s]:
+		return resourceOverrides, nil
 	}
-	return 0, fmt.Errorf("the resource type %q is not known to fleetctl; use clusterresourceplacements (crp) or memberclusters (members)", arg)
+	return 0, fmt.Errorf("the resource type %q is not known to fleetctl; use %s", arg, resourceTypes)
 }
+
+// resourceTypes lists the resource types fleetctl knows, for messages.
+const resourceTypes = "clusterresourceplacements (crp), memberclusters (members), clusterresourceoverrides (cro) or resourceoverrides (ro)"
 
 // display names a resource's objects as kubectl does: "clusterresourceplacement.placement.kubernetes-fleet.io".
 func (r resource) display() string {
-	if r == members {
+	switch r {
+	case members:
 		return "membercluster." + api.ClusterGroupVersion.Group
+	case clusterOverrides:
+		return "clusterresourceoverride." + api.PlacementGroupVersion.Group
+	case resourceOverrides:
+		return "resourceoverride." + api.PlacementGroupVersion.Group
 	}
 	return "clusterresourceplacement." + api.PlacementGroupVersion.Group
 }
@@ -58,7 +84,7 @@ func (r resource) display() string {
 // parseTarget reads "TYPE [NAME...]" or "TYPE/NAME...", as kubectl does.
 func parseTarget(args []string) (resource, []string, error) {
 	if len(args) == 0 {
-		return 0, nil, fmt.Errorf("you must specify the type of resource: clusterresourceplacements (crp) or memberclusters (members)")
+		return 0, nil, fmt.Errorf("you must specify the type of resource: %s", resourceTypes)
 	}
 	if !strings.Contains(args[0], "/") {
 		r, err := parseResource(args[0])

@@ -261,8 +261,8 @@ func (a *app) latestSpec(ctx context.Context, nc *nats.Conn, name string) *api.P
 		return nil
 	}
 	ev, err := bus.Decode(&nats.Msg{Subject: raw.Subject, Header: raw.Header, Data: raw.Data})
-	if err != nil {
-		return nil
+	if err != nil || events.Admit(raw.Subject, ev) != nil {
+		return nil // what the consumers would dead-letter is no placement's spec
 	}
 	p, err := events.DecodeAs[events.PlacementUpserted](ev)
 	if err != nil {

@@ -203,8 +203,18 @@ func Decode(sources []Source) ([]Document, []Problem) {
 // documents and every problem found, in input order; the documents are fit to
 // publish only when there are no problems.
 func Load(sources []Source) ([]Document, []Problem) {
+	return LoadIn(sources, "")
+}
+
+// LoadIn is Load with a default namespace, which a ResourceOverride that names
+// none is given before it is validated, as kubectl gives its context's
+// namespace; "" leaves it without one.
+func LoadIn(sources []Source, namespace string) ([]Document, []Problem) {
 	docs, problems := Decode(sources)
 	for _, d := range docs {
+		if ro, ok := d.Object.(*api.ResourceOverride); ok && ro.Namespace == "" {
+			ro.Namespace = namespace
+		}
 		// Defaults first, as the API server would: the published object is
 		// the complete one, and Validate accepts either form.
 		api.Default(d.Object)

@@ -23,6 +23,8 @@ type Printer struct {
 	NoHeaders bool
 	// Now is the clock for ages; time.Now when nil.
 	Now func() time.Time
+	// AllNamespaces adds the NAMESPACE column to tables of namespaced objects.
+	AllNamespaces bool
 }
 
 func (p Printer) now() time.Time {
@@ -56,6 +58,72 @@ func (p Printer) Members(w io.Writer, members []api.MemberCluster, single bool) 
 	})
 }
 
+// ClusterResourceOverrides prints ClusterResourceOverrides, each in the version
+// it was applied in; single as for Placements.
+func (p Printer) ClusterResourceOverrides(w io.Writer, os []api.ClusterResourceOverride, single bool) error {
+	return printObjects(p, w, os, single, kindInfo[api.ClusterResourceOverride]{
+		apiVersion: api.PlacementGroupVersion.String(), kind: api.ClusterResourceOverrideKind,
+		resource: "clusterresourceoverride." + api.PlacementGroupVersion.Group,
+		typeMeta: func(o *api.ClusterResourceOverride) *metav1.TypeMeta { return &o.TypeMeta },
+		name:     func(o *api.ClusterResourceOverride) string { return o.Name },
+		columns:  overrideColumns(false),
+		row: func(o *api.ClusterResourceOverride, now time.Time, wide bool) []string {
+			return overrideRow(&o.ObjectMeta, o.Spec.Placement, len(o.Spec.ClusterResourceSelectors), o.Spec.Policy, now, wide, false)
+		},
+	})
+}
+
+// ResourceOverrides prints ResourceOverrides, by namespace and name, with a
+// NAMESPACE column when p.AllNamespaces; single as for Placements.
+func (p Printer) ResourceOverrides(w io.Writer, os []api.ResourceOverride, single bool) error {
+	all := p.AllNamespaces
+	return printObjects(p, w, os, single, kindInfo[api.ResourceOverride]{
+		apiVersion: api.PlacementGroupVersion.String(), kind: api.ResourceOverrideKind,
+		resource: "resourceoverride." + api.PlacementGroupVersion.Group,
+		typeMeta: func(o *api.ResourceOverride) *metav1.TypeMeta { return &o.TypeMeta },
+		name:     func(o *api.ResourceOverride) string { return o.Name },
+		sortKey:  func(o *api.ResourceOverride) string { return o.Namespace + "/" + o.Name },
+		columns:  overrideColumns(all),
+		row: func(o *api.ResourceOverride, now time.Time, wide bool) []string {
+			return overrideRow(&o.ObjectMeta, o.Spec.Placement, len(o.Spec.ResourceSelectors), o.Spec.Policy, now, wide, all)
+		},
+	})
+}
+
+// overrideColumns are kubectl's columns for a kind without printer columns
+// (NAME, AGE), and in wide output the placement and how many objects and
+// rules the override has.
+func overrideColumns(namespaced bool) func(wide bool) []string {
+	return func(wide bool) []string {
+		c := []string{"NAME", "AGE"}
+		if namespaced {
+			c = append([]string{"NAMESPACE"}, c...)
+		}
+		if wide {
+			c = append(c, "PLACEMENT", "SELECTED", "RULES")
+		}
+		return c
+	}
+}
+
+func overrideRow(m *metav1.ObjectMeta, ref *api.PlacementRef, selected int, policy *api.OverridePolicy, now time.Time, wide, namespaced bool) []string {
+	row := []string{m.Name, Age(m.CreationTimestamp, now)}
+	if namespaced {
+		row = append([]string{m.Namespace}, row...)
+	}
+	if wide {
+		placement, rules := "<all>", 0
+		if ref != nil {
+			placement = ref.Name
+		}
+		if policy != nil {
+			rules = len(policy.OverrideRules)
+		}
+		row = append(row, placement, strconv.Itoa(selected), strconv.Itoa(rules))
+	}
+	return row
+}
+
 // kindInfo is what printing needs to know of a kind.
 type kindInfo[T any] struct {
 	apiVersion, kind string
@@ -63,8 +131,10 @@ type kindInfo[T any] struct {
 	resource string
 	typeMeta func(*T) *metav1.TypeMeta
 	name     func(*T) string
-	columns  func(wide bool) []string
-	row      func(obj *T, now time.Time, wide bool) []string
+	// sortKey orders the objects; name when nil.
+	sortKey func(*T) string
+	columns func(wide bool) []string
+	row     func(obj *T, now time.Time, wide bool) []string
 }
 
 // printObjects prints objects of one kind, sorted by name, in p's format.
@@ -73,7 +143,11 @@ func printObjects[T any](p Printer, w io.Writer, objs []T, single bool, k kindIn
 	for i := range objs {
 		setKind(k.typeMeta(&objs[i]), k.apiVersion, k.kind)
 	}
-	slices.SortFunc(objs, func(a, b T) int { return strings.Compare(k.name(&a), k.name(&b)) })
+	key := k.sortKey
+	if key == nil {
+		key = k.name
+	}
+	slices.SortFunc(objs, func(a, b T) int { return strings.Compare(key(&a), key(&b)) })
 	switch p.Output.Format {
 	case Table, Wide:
 		wide, now := p.Output.Format == Wide, p.now()

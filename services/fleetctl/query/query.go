@@ -87,6 +87,39 @@ func (c *Client) Takeovers(ctx context.Context, q events.TakeoverQuery) ([]event
 	return call[[]events.TakeoverRecord](ctx, c, events.QueryTakeovers, q)
 }
 
+// ClusterResourceOverride returns one ClusterResourceOverride, in the version it was applied in.
+func (c *Client) ClusterResourceOverride(ctx context.Context, name string) (*api.ClusterResourceOverride, error) {
+	o, err := call[api.ClusterResourceOverride](ctx, c, events.QueryGetOverride,
+		events.OverrideQuery{Kind: api.ClusterResourceOverrideKind, Name: name})
+	if err != nil {
+		return nil, err
+	}
+	return &o, nil
+}
+
+// ClusterResourceOverrides lists the ClusterResourceOverrides, filtered like Placements.
+func (c *Client) ClusterResourceOverrides(ctx context.Context, selector string) ([]api.ClusterResourceOverride, error) {
+	return call[[]api.ClusterResourceOverride](ctx, c, events.QueryListOverrides,
+		events.OverrideListQuery{Kind: api.ClusterResourceOverrideKind, LabelSelector: selector})
+}
+
+// ResourceOverride returns one ResourceOverride of a namespace.
+func (c *Client) ResourceOverride(ctx context.Context, namespace, name string) (*api.ResourceOverride, error) {
+	o, err := call[api.ResourceOverride](ctx, c, events.QueryGetOverride,
+		events.OverrideQuery{Kind: api.ResourceOverrideKind, Namespace: namespace, Name: name})
+	if err != nil {
+		return nil, err
+	}
+	return &o, nil
+}
+
+// ResourceOverrides lists the ResourceOverrides of a namespace, of every
+// namespace when it is "", filtered like Placements.
+func (c *Client) ResourceOverrides(ctx context.Context, namespace, selector string) ([]api.ResourceOverride, error) {
+	return call[[]api.ResourceOverride](ctx, c, events.QueryListOverrides,
+		events.OverrideListQuery{Kind: api.ResourceOverrideKind, Namespace: namespace, LabelSelector: selector})
+}
+
 // Error is an error the status service answered with.
 type Error struct {
 	Endpoint string

@@ -1,8 +1,11 @@
 // Package selection picks a placement's resources from the hub store: by
 // group, version and kind with a name or a label selector. A selected
-// Namespace brings every object in it; other kinds must be cluster-scoped and
-// are selected directly, unless the selector is namespace-aware (see
-// NamespaceLabel). Envelopes (ConfigMap envelopes, ResourceEnvelope,
+// Namespace brings every object in it (selectionScope NamespaceWithResources,
+// the default), nothing more (NamespaceOnly), or what the placement's other
+// selectors select in it (NamespaceWithResourceSelectors); other kinds must be
+// cluster-scoped and are selected directly, unless the selector is
+// namespace-aware (see NamespaceLabel) or a NamespaceWithResourceSelectors
+// selector names the namespace to select them in. Envelopes (ConfigMap envelopes, ResourceEnvelope,
 // ClusterResourceEnvelope) are selected as themselves: their contents are
 // unwrapped on the member, not here.
 package selection
@@ -140,8 +143,9 @@ func (e *InvalidError) Error() string {
 func Select(ctx context.Context, selectors []api.ClusterResourceSelector, store Store) ([]Object, error) {
 	picked := map[string]Object{}
 	var problems []string
+	within := withinNamespace(selectors)
 	for i, s := range selectors {
-		objs, problem, err := selectOne(ctx, s, store)
+		objs, problem, err := selectOne(ctx, s, within, store)
 		if err != nil {
 			return nil, fmt.Errorf("resource selector %d: %w", i, err)
 		}
@@ -164,9 +168,29 @@ func Select(ctx context.Context, selectors []api.ClusterResourceSelector, store 
 	return out, nil
 }
 
-func selectOne(ctx context.Context, s api.ClusterResourceSelector, store Store) ([]Object, string, error) {
+// withinNamespace is the namespace a NamespaceWithResourceSelectors selector
+// names: the other selectors select namespaced objects within it. "" when
+// there is none.
+func withinNamespace(selectors []api.ClusterResourceSelector) string {
+	for _, s := range selectors {
+		if s.IsNamespace() && s.SelectionScope == api.NamespaceWithResourceSelectors {
+			return s.Name
+		}
+	}
+	return ""
+}
+
+// selectOne applies one selector. within is the namespace of a
+// NamespaceWithResourceSelectors selector, in which a selector of a
+// namespaced kind selects ("" for none: such a selector is a problem).
+func selectOne(ctx context.Context, s api.ClusterResourceSelector, within string, store Store) ([]Object, string, error) {
 	if s.Name != "" && s.LabelSelector != nil {
 		return nil, "set either name or labelSelector, not both", nil
+	}
+	if within != "" && !s.IsNamespace() {
+		if scope, known := KnownScope(s.Group, s.Kind); !known || scope == Namespaced {
+			return selectWithin(ctx, s, within, store)
+		}
 	}
 	match := labels.Everything()
 	if s.LabelSelector != nil {
@@ -205,7 +229,7 @@ func selectOne(ctx context.Context, s api.ClusterResourceSelector, store Store) 
 		}
 		out = append(out, o)
 	}
-	if s.Group == "" && s.Kind == "Namespace" {
+	if s.IsNamespace() && s.EffectiveSelectionScope() == api.NamespaceWithResources {
 		var contents []Object
 		for _, ns := range out {
 			objs, err := store.InNamespace(ctx, ns.ID.Name)
@@ -219,6 +243,35 @@ func selectOne(ctx context.Context, s api.ClusterResourceSelector, store Store) 
 			}
 		}
 		out = append(out, contents...)
+	}
+	return out, "", nil
+}
+
+// selectWithin selects, for a NamespaceWithResourceSelectors placement, the
+// objects of a selector's kind in the namespace (those the namespace's
+// contents would leave out are left out), and those of a cluster-scoped kind
+// the store knows no scope of, as usual.
+func selectWithin(ctx context.Context, s api.ClusterResourceSelector, namespace string, store Store) ([]Object, string, error) {
+	match := labels.Everything()
+	if s.LabelSelector != nil {
+		sel, err := metav1.LabelSelectorAsSelector(s.LabelSelector)
+		if err != nil {
+			return nil, fmt.Sprintf("labelSelector: %v", err), nil
+		}
+		match = sel
+	}
+	candidates, err := store.ByKind(ctx, s.Group, s.Version, s.Kind, s.Name)
+	if err != nil {
+		return nil, "", err
+	}
+	var out []Object
+	for _, o := range candidates {
+		if o.ID.Namespace != "" && (o.ID.Namespace != namespace || o.skip != "") {
+			continue
+		}
+		if match.Matches(labels.Set(o.Labels)) {
+			out = append(out, o)
+		}
 	}
 	return out, "", nil
 }

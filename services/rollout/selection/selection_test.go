@@ -120,6 +120,26 @@ func TestSelect(t *testing.T) {
 			"placement.kubernetes-fleet.io/v1beta1/ResourceEnvelope/web-2/wrapped",
 		},
 	}, {
+		name:      "selectionScope NamespaceOnly: the namespace alone",
+		selectors: []api.ClusterResourceSelector{{Version: "v1", Kind: "Namespace", Name: "web-2", SelectionScope: api.NamespaceOnly}},
+		want:      []string{"/v1/Namespace//web-2"},
+	}, {
+		name: "selectionScope NamespaceWithResourceSelectors: the namespace, what the other selectors select in it, and cluster-scoped objects",
+		selectors: []api.ClusterResourceSelector{
+			{Version: "v1", Kind: "Namespace", Name: "web-2", SelectionScope: api.NamespaceWithResourceSelectors},
+			{Group: "apps", Version: "v1", Kind: "Deployment"},
+			{Version: "v1", Kind: "ConfigMap", LabelSelector: &metav1.LabelSelector{}},
+			{Group: "example.com", Version: "v1", Kind: "Widget", Name: "w"},
+			{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole", Name: "writer"},
+		},
+		want: []string{
+			"/v1/ConfigMap/web-2/envelope",
+			"/v1/Namespace//web-2",
+			"apps/v1/Deployment/web-2/web",
+			"example.com/v1/Widget/web-2/w",
+			"rbac.authorization.k8s.io/v1/ClusterRole//writer",
+		},
+	}, {
 		name:      "a namespace that is not in the hub selects nothing",
 		selectors: []api.ClusterResourceSelector{ns("missing")},
 		want:      nil,

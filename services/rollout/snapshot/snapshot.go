@@ -89,6 +89,17 @@ func Hash(manifests []json.RawMessage) string {
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }
 
+// HashWithOverrides hashes canonical manifests in order and the overrides
+// that apply with them (encoded as JSON): a change of either is a new
+// snapshot. Without overrides it is Hash, so that snapshots cut before
+// overrides existed keep their hash.
+func HashWithOverrides(manifests []json.RawMessage, overrides json.RawMessage) string {
+	if len(overrides) == 0 {
+		return Hash(manifests)
+	}
+	return Hash(append(slices.Clone(manifests), overrides))
+}
+
 // DueAt is when a placement's selection is evaluated after a change at now,
 // and when its coalescing window opened. Each change pushes the evaluation
 // quiet later (a debounce), so a burst gives one snapshot however long it

@@ -20,6 +20,10 @@ const (
 	RolloutStartedUnknownMessage = "In the process of deciding whether to roll out the latest resources or not"
 
 	NoOverrideSpecifiedMessage = "No override rules are configured for the selected resources"
+	OverriddenSucceededMessage = "Successfully applied the override rules on the resources"
+	// OverriddenFailedMessage begins the message of a cluster whose overrides failed; the
+	// rollout's reason (the override, object, patch and path) follows.
+	OverriddenFailedMessage = "Failed to apply the override rules on the resources: "
 
 	WorkSynchronizedMessage        = "All of the works are synchronized to the latest"
 	WorkNotSynchronizedYetMessage  = "There are works not synchronized to the latest"
@@ -93,6 +97,8 @@ type clusterFold struct {
 	prev    *api.ResourcePlacementStatus
 	reached []metav1.ConditionStatus
 	stuck   *events.ClusterRollout
+	// overrides: overrides apply on the cluster.
+	overrides bool
 }
 
 // cluster folds the state of the placement on one chosen cluster. It returns
@@ -103,6 +109,7 @@ func (f *folder) cluster(c events.ClusterDecision, prev *api.ResourcePlacementSt
 	cf.add(api.PerClusterScheduledConditionType, metav1.ConditionTrue, api.ScheduleSucceededReason,
 		api.ScheduledMessage(c.Cluster, c.AffinityScore, c.TopologySpreadScore))
 	cf.rest(c.Cluster)
+	f.overridden = f.overridden || cf.overrides
 	return cf.rps, cf.reached
 }
 
@@ -131,7 +138,9 @@ func (cf *clusterFold) rest(cluster string) {
 		return
 	}
 	cf.step(api.PerClusterRolloutStartedConditionType, metav1.ConditionTrue, "")
-	cf.step(api.PerClusterOverriddenConditionType, metav1.ConditionTrue, "")
+	if !cf.overridden(entry.Overrides) {
+		return
+	}
 
 	// The rollout publishes a cluster's work when it starts it, so a started
 	// cluster's work is synchronized unless the rollout says otherwise.
@@ -173,6 +182,29 @@ func (cf *clusterFold) rest(cluster string) {
 	if !cf.step(api.PerClusterAvailableConditionType, status, report.Available.Message) && status == metav1.ConditionFalse {
 		cf.rps.FailedPlacements = cf.failed(report, api.PerClusterAvailableConditionType)
 	}
+}
+
+// overridden adds the Overridden condition from what the rollout says the
+// placement's overrides did on the cluster, with the override snapshots that
+// apply there; it reports whether the condition is True. As upstream: True
+// with OverriddenSucceeded when overrides apply, NoOverrideSpecified when none
+// does, False with OverriddenFailed and the reason when they could not apply.
+func (cf *clusterFold) overridden(o *events.ClusterOverrides) bool {
+	if o != nil {
+		cf.rps.ApplicableClusterResourceOverrides = o.ClusterResourceOverrides
+		cf.rps.ApplicableResourceOverrides = o.ResourceOverrides
+	}
+	switch {
+	case o != nil && o.Failed != "":
+		cf.step(api.PerClusterOverriddenConditionType, metav1.ConditionFalse, OverriddenFailedMessage+o.Failed)
+		return false
+	case o != nil && len(o.ClusterResourceOverrides)+len(o.ResourceOverrides) > 0:
+		cf.add(api.PerClusterOverriddenConditionType, metav1.ConditionTrue, api.OverriddenSucceededReason, OverriddenSucceededMessage)
+		cf.reached = append(cf.reached, metav1.ConditionTrue)
+		cf.overrides = true
+		return true
+	}
+	return cf.step(api.PerClusterOverriddenConditionType, metav1.ConditionTrue, "")
 }
 
 // add appends a condition to the cluster's entry.

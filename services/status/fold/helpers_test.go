@@ -35,8 +35,8 @@ func placement(mode api.WhenToTakeOverType) api.ClusterResourcePlacement {
 type world struct {
 	t  *testing.T
 	in fold.Inputs
-	// decisions and rollouts count the revisions applied.
-	decisions, rollouts int64
+	// decisions and rollouts count the revisions applied; seq numbers reports.
+	decisions, rollouts, seq int64
 }
 
 func newWorld(t *testing.T, crp api.ClusterResourcePlacement) *world {
@@ -82,7 +82,7 @@ func (w *world) rollout(index int64, clusters ...events.ClusterRollout) *world {
 	p := events.RolloutProgressedV2{Placement: "web-2-crp", Generation: w.gen(), ResourceIndex: index, ClusterCount: len(clusters)}
 	for _, c := range clusters {
 		p.Clusters = append(p.Clusters, events.ClusterProgress{Cluster: c.Cluster, Started: c.Started, ResourceIndex: c.ResourceIndex,
-			Reason: c.Reason, Message: c.Message, Stuck: c.Stuck})
+			Reason: c.Reason, Message: c.Message, Stuck: c.Stuck, Overrides: c.Overrides})
 	}
 	return w.progress(p)
 }
@@ -109,7 +109,8 @@ func (w *world) report(r *events.WorkReported) *world {
 	if r.ObservedAt.IsZero() {
 		r.ObservedAt = t0.Add(time.Minute)
 	}
-	w.in.ApplyReport(r)
+	w.seq++
+	w.in.ApplyReport(r, w.seq)
 	return w
 }
 

@@ -38,6 +38,10 @@ type Inputs struct {
 	Placement *api.ClusterResourcePlacement `json:"placement,omitempty"`
 	// Deleted is set once the placement is deleted; Placement keeps its last spec.
 	Deleted bool `json:"deleted,omitempty"`
+	// SpecSeq is the stream sequence of the placement event (upserted or
+	// deleted) that made Placement and Deleted what they are: an older one
+	// delivered late changes nothing.
+	SpecSeq int64 `json:"-"`
 	// WorkGeneration is the generation at which what the apply workers are
 	// sent besides the manifests (apply strategy, delete strategy,
 	// unavailablePeriodSeconds) last changed, or the placement was
@@ -52,8 +56,10 @@ type Inputs struct {
 	Decision *revision.Decision      `json:"decision,omitempty"`
 	Snapshot *events.SnapshotCreated `json:"snapshot,omitempty"`
 	Rollout  *revision.Progress      `json:"rollout,omitempty"`
-	// Reports holds the latest apply report of each cluster.
-	Reports map[string]*events.WorkReported `json:"-"`
+	// Reports holds the latest apply report of each cluster, and ReportSeqs
+	// the stream sequence of each (0 for one stored before sequences were).
+	Reports    map[string]*events.WorkReported `json:"-"`
+	ReportSeqs map[string]int64                `json:"-"`
 	// Quarantined holds, per cluster, work the rollout could not send it.
 	Quarantined map[string]*Quarantine `json:"-"`
 }
@@ -111,18 +117,24 @@ func (in *Inputs) Known() bool {
 // Upsert records a placement as a user published it. The spec is defaulted;
 // the generation starts at 1 and bumps when the spec changed or the placement
 // had been deleted, which is how the scheduler counts, so decisions carry the
-// same generations. It reports whether the generation changed. Changing the
-// placement type of a live placement is refused (the scheduler refuses it
-// too, so counting it would put the generations out of step).
+// same generations. It reports whether the generation changed. An update of
+// a live placement that the Fleet rules refuse (api.ValidateSpecUpdate: the
+// placement type changed, a toleration removed) returns an error wrapping
+// ErrImmutable and changes nothing: the scheduler and the rollout refuse it
+// too, so all three keep the same spec and count the same generations.
 func (in *Inputs) Upsert(crp api.ClusterResourcePlacement, now time.Time) (bool, error) {
 	api.SetDefaults(&crp)
 	if prev := in.Placement; prev != nil && !in.Deleted {
-		was, is := prev.Spec.EffectivePlacementType(), crp.Spec.EffectivePlacementType()
-		if was != is {
-			return false, fmt.Errorf("%w: placement %s: spec.policy.placementType was %s, now %s", ErrImmutable, crp.Name, was, is)
+		if errs := api.ValidateSpecUpdate(&prev.Spec, &crp.Spec); len(errs) > 0 {
+			return false, fmt.Errorf("%w: placement %s: %w", ErrImmutable, crp.Name, errs)
 		}
 	}
-	crp.TypeMeta = metav1.TypeMeta{APIVersion: PlacementAPIVersion, Kind: PlacementKind}
+	// The version the user wrote (v1beta1 or v1) is the one shown.
+	version := crp.APIVersion
+	if !api.IsFleetAPIVersion(version, api.PlacementGroupVersion.Group) {
+		version = PlacementAPIVersion
+	}
+	crp.TypeMeta = metav1.TypeMeta{APIVersion: version, Kind: PlacementKind}
 	crp.Status = api.PlacementStatus{}
 	crp.ResourceVersion, crp.UID, crp.ManagedFields = "", "", nil
 	crp.DeletionTimestamp = nil
@@ -165,8 +177,10 @@ func workOf(spec *api.PlacementSpec) any {
 	}{spec.Strategy.ApplyStrategy, spec.Strategy.DeleteStrategy, period}
 }
 
-// ErrImmutable reports an update that changes what cannot change.
-var ErrImmutable = errors.New("immutable field changed")
+// ErrImmutable reports an update the Fleet rules refuse: it changes what
+// cannot change (the placement type) or removes what can only be added (a
+// toleration).
+var ErrImmutable = errors.New("update refused")
 
 // Delete records the placement's deletion. It reports whether anything changed.
 func (in *Inputs) Delete(now time.Time) bool {
@@ -220,11 +234,13 @@ func applyRevision[S any, PS interface {
 	return err
 }
 
-// ApplyReport records a cluster's apply report unless the one held was
-// observed later. A report answering a tombstone removes the cluster's report.
-func (in *Inputs) ApplyReport(r *events.WorkReported) bool {
+// ApplyReport records a cluster's apply report, which has stream sequence
+// seq, unless the one held is newer: ordered by the bus, not by the time the
+// worker's clock gave it (a clock set back would hide every later report). A
+// report answering a tombstone removes the cluster's report.
+func (in *Inputs) ApplyReport(r *events.WorkReported, seq int64) bool {
 	old := in.Reports[r.Cluster]
-	if old != nil && r.ObservedAt.Before(old.ObservedAt) {
+	if old != nil && seq <= in.ReportSeqs[r.Cluster] {
 		return false
 	}
 	if r.Deleted {
@@ -232,36 +248,52 @@ func (in *Inputs) ApplyReport(r *events.WorkReported) bool {
 			return false
 		}
 		delete(in.Reports, r.Cluster)
+		delete(in.ReportSeqs, r.Cluster)
 		return true
 	}
 	if in.Reports == nil {
 		in.Reports = map[string]*events.WorkReported{}
 	}
-	in.Reports[r.Cluster] = r
+	if in.ReportSeqs == nil {
+		in.ReportSeqs = map[string]int64{}
+	}
+	in.Reports[r.Cluster], in.ReportSeqs[r.Cluster] = r, seq
 	in.clearQuarantine(r)
 	return true
 }
 
-// Apply records one event payload (a pointer, as events.Decode returns it) and
-// reports whether the inputs changed. Payloads that do not bear on a
-// placement's status are ignored, and so are the revisions in pieces of
-// decisions and progress: ApplyDecision and ApplyRollout take them whole.
-func (in *Inputs) Apply(payload any, now time.Time) (bool, error) {
+// Apply records one event payload (a pointer, as events.Decode returns it),
+// which has stream sequence seq, and reports whether the inputs changed.
+// Payloads that do not bear on a placement's status are ignored, and so are
+// the revisions in pieces of decisions and progress: ApplyDecision and
+// ApplyRollout take them whole.
+//
+// Late events lose: a placement upsert or deletion no newer than SpecSeq
+// changes nothing, nor does a snapshot older than the one held (by index) or
+// a report older than the cluster's (by sequence, see ApplyReport). An upsert taken
+// records its sequence even when the spec is the same, so that every service
+// skips the same late events.
+func (in *Inputs) Apply(payload any, seq int64, now time.Time) (bool, error) {
 	switch p := payload.(type) {
 	case *events.PlacementUpserted:
-		before := in.Placement
-		changed, err := in.Upsert(p.Placement, now)
-		if err != nil {
+		if seq <= in.SpecSeq {
+			return false, nil
+		}
+		if _, err := in.Upsert(p.Placement, now); err != nil {
 			return false, err
 		}
-		// Labels and annotations change the object without a new generation.
-		return changed || before == nil || !sameJSON(before.ObjectMeta, in.Placement.ObjectMeta), nil
+		in.SpecSeq = seq
+		return true, nil
 	case *events.PlacementDeleted:
-		return in.Delete(now), nil
+		if seq <= in.SpecSeq || !in.Delete(now) {
+			return false, nil
+		}
+		in.SpecSeq = seq
+		return true, nil
 	case *events.SnapshotCreated:
 		return in.ApplySnapshot(p), nil
 	case *events.WorkReported:
-		return in.ApplyReport(p), nil
+		return in.ApplyReport(p, seq), nil
 	case *events.OutboxQuarantined:
 		return in.ApplyQuarantine(p), nil
 	}

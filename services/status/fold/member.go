@@ -35,10 +35,15 @@ type MemberInputs struct {
 	Joined   bool              `json:"joined"`
 	JoinedAt time.Time         `json:"joinedAt"`
 	LeftAt   time.Time         `json:"leftAt,omitzero"`
-	// Heartbeat is the latest heartbeat; HealthSince is when its Healthy
-	// value last changed.
+	// Heartbeat is the latest heartbeat; HeartbeatAt is when the bus received
+	// it, what liveness is judged by (never its observedAt, which the member
+	// claims); HealthSince is when its Healthy value last changed.
 	Heartbeat   *events.MemberHeartbeat `json:"heartbeat,omitempty"`
+	HeartbeatAt time.Time               `json:"heartbeatAt,omitzero"`
 	HealthSince time.Time               `json:"healthSince,omitzero"`
+	// Seq is the stream sequence of the latest member event taken (joined,
+	// updated, left and heartbeats share the member's subject, so one order).
+	Seq int64 `json:"seq,omitempty"`
 }
 
 // Known reports whether the member has ever joined.
@@ -49,7 +54,12 @@ func (m *MemberInputs) Known() bool { return m.Member.Name != "" }
 // the scheduler does.
 func (m *MemberInputs) Upsert(mc api.MemberCluster, join bool, now time.Time) bool {
 	api.Default(&mc)
-	mc.TypeMeta = metav1.TypeMeta{APIVersion: MemberAPIVersion, Kind: MemberKind}
+	// The version the user wrote (v1beta1 or v1) is the one shown.
+	version := mc.APIVersion
+	if !api.IsFleetAPIVersion(version, api.ClusterGroupVersion.Group) {
+		version = MemberAPIVersion
+	}
+	mc.TypeMeta = metav1.TypeMeta{APIVersion: version, Kind: MemberKind}
 	mc.Status = api.MemberClusterStatus{}
 	mc.ResourceVersion, mc.UID, mc.ManagedFields, mc.DeletionTimestamp = "", "", nil, nil
 	if mc.Labels == nil {
@@ -87,35 +97,60 @@ func (m *MemberInputs) Leave(now time.Time) bool {
 	return true
 }
 
-// ApplyHeartbeat records a heartbeat of a known member unless a later one is held.
-func (m *MemberInputs) ApplyHeartbeat(hb *events.MemberHeartbeat) bool {
+// ApplyHeartbeat records a heartbeat of a known member, received by the bus at
+// received, unless one received later is held.
+func (m *MemberInputs) ApplyHeartbeat(hb *events.MemberHeartbeat, received time.Time) bool {
 	if !m.Known() {
 		return false
 	}
 	old := m.Heartbeat
-	if old != nil && hb.ObservedAt.Before(old.ObservedAt) {
+	if old != nil && received.Before(m.HeartbeatAt) {
 		return false
 	}
 	if old == nil || old.Healthy != hb.Healthy {
-		m.HealthSince = hb.ObservedAt
+		m.HealthSince = received
 	}
-	m.Heartbeat = hb
+	m.Heartbeat, m.HeartbeatAt = hb, received
 	return true
 }
 
-// Apply records one member event payload and reports whether anything changed.
-func (m *MemberInputs) Apply(payload any, now time.Time) bool {
+// Apply records one member event payload with stream sequence seq and reports
+// whether anything changed. An event no newer than the latest taken (a
+// redelivery after a failed attempt) changes nothing: late events lose. now
+// stamps a join or a leave; for a heartbeat it must be when the bus received
+// it. An event taken records its sequence even when nothing else changed, so
+// that every service skips the same late events.
+func (m *MemberInputs) Apply(payload any, seq int64, now time.Time) bool {
+	if seq <= m.Seq {
+		return false
+	}
+	var taken bool
 	switch p := payload.(type) {
 	case *events.MemberJoined:
-		return m.Upsert(p.Member, true, now)
+		m.Upsert(p.Member, true, now)
+		taken = true
 	case *events.MemberUpdated:
-		return m.Upsert(p.Member, false, now)
+		m.Upsert(p.Member, false, now)
+		taken = true
 	case *events.MemberLeft:
-		return m.Leave(now)
+		taken = m.Leave(now)
 	case *events.MemberHeartbeat:
-		return m.ApplyHeartbeat(p)
+		taken = m.ApplyHeartbeat(p, now)
 	}
-	return false
+	if taken {
+		m.Seq = seq
+	}
+	return taken
+}
+
+// lastHeartbeat is when the bus received the latest heartbeat; for inputs
+// stored before receive times were kept, the time the heartbeat claimed (the
+// next heartbeat replaces it).
+func (m *MemberInputs) lastHeartbeat() time.Time {
+	if m.HeartbeatAt.IsZero() {
+		return m.Heartbeat.ObservedAt
+	}
+	return m.HeartbeatAt
 }
 
 // Member returns the member cluster with its status as of now: Joined, and
@@ -143,7 +178,7 @@ func Member(m *MemberInputs, now time.Time) api.MemberCluster {
 		mc.Status.AgentStatus = []api.AgentStatus{{
 			Type:                  MemberAgentType,
 			Conditions:            mc.Status.Conditions,
-			LastReceivedHeartbeat: metav1.NewTime(hb.ObservedAt.UTC()),
+			LastReceivedHeartbeat: metav1.NewTime(m.lastHeartbeat().UTC()),
 		}}
 	}
 	return mc
@@ -159,9 +194,10 @@ func health(m *MemberInputs, now time.Time, cond func(api.MemberClusterCondition
 	if period <= 0 {
 		period = time.Duration(api.DefaultHeartbeatPeriodSeconds) * time.Second
 	}
-	if deadline := hb.ObservedAt.Add(MissedHeartbeats * period); now.After(deadline) {
+	last := m.lastHeartbeat()
+	if deadline := last.Add(MissedHeartbeats * period); now.After(deadline) {
 		return cond(t, metav1.ConditionUnknown, MemberHeartbeatMissedReason,
-			fmt.Sprintf("No heartbeat since %s (%d periods of %s missed)", hb.ObservedAt.UTC().Format(time.RFC3339), MissedHeartbeats, period), deadline)
+			fmt.Sprintf("No heartbeat since %s (%d periods of %s missed)", last.UTC().Format(time.RFC3339), MissedHeartbeats, period), deadline)
 	}
 	if !hb.Healthy {
 		msg := hb.Message

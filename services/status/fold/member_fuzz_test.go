@@ -59,7 +59,7 @@ func FuzzMember(f *testing.F) {
 			}
 			now = now.Add(time.Minute)
 			before := memberJSON(t, &m)
-			if !m.Apply(p, now) && memberJSON(t, &m) != before {
+			if !m.Apply(p, int64(i+1), now) && memberJSON(t, &m) != before {
 				t.Fatalf("%s reported no change but changed the inputs:\n%s\n%s", ev.Type(), before, memberJSON(t, &m))
 			}
 		}

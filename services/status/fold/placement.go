@@ -99,6 +99,10 @@ func Status(in *Inputs, prev api.PlacementStatus, now time.Time) api.PlacementSt
 	for i, link := range chain {
 		status, n := aggregate(counts[i])
 		c := api.PlacementCondition(link.placement, status, n, f.gen)
+		if link == overridden && status == metav1.ConditionTrue && f.overridden {
+			// Upstream: OverriddenSucceeded once overrides apply on some cluster.
+			c.Reason, c.Message = api.OverriddenSucceededReason, api.OverriddenSucceededPlacementMessage(n)
+		}
 		st.Conditions = append(st.Conditions, f.carry(prev.Conditions, c))
 		if status != metav1.ConditionTrue {
 			break
@@ -124,6 +128,8 @@ type folder struct {
 	in  *Inputs
 	gen int64
 	at  metav1.Time
+	// overridden: overrides apply on some cluster.
+	overridden bool
 }
 
 // carry sets c's observedGeneration, and its lastTransitionTime to that of the

@@ -98,6 +98,42 @@ func TestPlacementConditions(t *testing.T) {
 			wantClusterMessage: "waiting for member-1 to become available (maxUnavailable 1)",
 		},
 		{
+			name: "overrides apply on one cluster: OverriddenSucceeded",
+			build: func(w *world) {
+				m2 := started("member-2", 1)
+				m2.Overrides = &events.ClusterOverrides{ResourceOverrides: []api.NamespacedName{{Name: "web-image-0", Namespace: "web-2"}}}
+				w.schedule("member-1", "member-2").snapshot(1).rollout(1, started("member-1", 1), m2).
+					report(applied("member-1", 1)).report(applied("member-2", 1))
+			},
+			want: []string{"ClusterResourcePlacementScheduled=True/SchedulingPolicyFulfilled",
+				"ClusterResourcePlacementRolloutStarted=True/RolloutStarted",
+				"ClusterResourcePlacementOverridden=True/OverriddenSucceeded",
+				"ClusterResourcePlacementWorkSynchronized=True/WorkSynchronized",
+				"ClusterResourcePlacementApplied=True/ApplySucceeded",
+				"ClusterResourcePlacementAvailable=True/ResourceAvailable"},
+			wantCluster: []string{"Scheduled=True/Scheduled", "RolloutStarted=True/RolloutStarted", "Overridden=True/OverriddenSucceeded",
+				"WorkSynchronized=True/WorkSynchronized", "Applied=True/ApplySucceeded", "Available=True/ResourceAvailable"},
+			wantMessage:        "The selected resources in 2 cluster(s) are available now",
+			wantClusterMessage: fold.AvailableMessage,
+		},
+		{
+			name: "overrides failed on one cluster: OverriddenFailed with the patch and path",
+			build: func(w *world) {
+				m2 := started("member-2", 1)
+				m2.Overrides = &events.ClusterOverrides{ResourceOverrides: []api.NamespacedName{{Name: "web-image-0", Namespace: "web-2"}},
+					Failed: `ResourceOverrideSnapshot "web-image-0" failed to apply on Deployment "web" in namespace "web-2": ` +
+						`overrideRules[0].jsonPatchOverrides[0] (replace /spec/template/spec/containers/0/image): label key region not found on cluster member-2`}
+				w.schedule("member-1", "member-2").snapshot(1).rollout(1, started("member-1", 1), m2).report(applied("member-1", 1))
+			},
+			want: []string{"ClusterResourcePlacementScheduled=True/SchedulingPolicyFulfilled",
+				"ClusterResourcePlacementRolloutStarted=True/RolloutStarted",
+				"ClusterResourcePlacementOverridden=False/OverriddenFailed"},
+			wantMessage: "Failed to override resources in 1 cluster(s)",
+			wantCluster: []string{"Scheduled=True/Scheduled", "RolloutStarted=True/RolloutStarted", "Overridden=False/OverriddenFailed"},
+			wantClusterMessage: `Failed to apply the override rules on the resources: ResourceOverrideSnapshot "web-image-0" failed to apply on Deployment "web" in namespace "web-2": ` +
+				`overrideRules[0].jsonPatchOverrides[0] (replace /spec/template/spec/containers/0/image): label key region not found on cluster member-2`,
+		},
+		{
 			name: "work not synchronized yet on one cluster",
 			build: func(w *world) {
 				w.schedule("member-1", "member-2").snapshot(1).rollout(1, started("member-1", 1),
@@ -309,6 +345,37 @@ func TestPlacementConditions(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The clusters on which overrides apply list them, as upstream lists its
+// override snapshots; the others say no override is specified.
+func TestApplicableOverridesPerCluster(t *testing.T) {
+	w := newWorld(t, placement(api.WhenToTakeOverTypeAlways))
+	m1 := started("member-1", 1)
+	m1.Overrides = &events.ClusterOverrides{ClusterResourceOverrides: []string{"web-labels-2"},
+		ResourceOverrides: []api.NamespacedName{{Name: "web-image-0", Namespace: "web-2"}}}
+	w.schedule("member-1", "member-2").snapshot(1).rollout(1, m1, started("member-2", 1))
+	st := w.status(api.PlacementStatus{}, t0)
+
+	one := clusterStatus(t, st, "member-1")
+	if !reflect.DeepEqual(one.ApplicableClusterResourceOverrides, []string{"web-labels-2"}) ||
+		!reflect.DeepEqual(one.ApplicableResourceOverrides, []api.NamespacedName{{Name: "web-image-0", Namespace: "web-2"}}) {
+		t.Errorf("member-1 lists %v and %v", one.ApplicableClusterResourceOverrides, one.ApplicableResourceOverrides)
+	}
+	if c := getCond(t, one.Conditions, "Overridden"); c.Reason != api.OverriddenSucceededReason || c.Message != fold.OverriddenSucceededMessage {
+		t.Errorf("member-1 Overridden = %s: %s", c.Reason, c.Message)
+	}
+	two := clusterStatus(t, st, "member-2")
+	if two.ApplicableClusterResourceOverrides != nil || two.ApplicableResourceOverrides != nil {
+		t.Errorf("member-2 lists overrides: %+v", two)
+	}
+	if c := getCond(t, two.Conditions, "Overridden"); c.Reason != api.OverrideNotSpecifiedReason {
+		t.Errorf("member-2 Overridden = %s", c.Reason)
+	}
+	if c := getCond(t, st.Conditions, "ClusterResourcePlacementOverridden"); c.Reason != api.OverriddenSucceededReason ||
+		c.Message != "The selected resources are successfully overridden in 2 cluster(s)" {
+		t.Errorf("ClusterResourcePlacementOverridden = %s: %s", c.Reason, c.Message)
 	}
 }
 

@@ -73,7 +73,7 @@
 // The NATS server bounds the consumers of a stream that sets no MaxConsumers to 1,000 by
 // default (nats-server's JSDefaultMaxConsumersPerStream, applied to the WORK stream too), so
 // past 1,000 per-member consumers it needs default_max_consumers raised (the benchmark's
-// -nats-max-consumers). Joining thousands of members at once queues the JetStream API: a
-// bus.Consume whose first look at its consumer times out gives up; the fleet starts it
-// again (Stats.ConsumerRestarts) where a real worker would exit.
+// -nats-max-consumers). Joining thousands of members at once queues the JetStream API:
+// bus.Consume waits while its first look at its consumer times out (it used to give up, and
+// the fleet started it again, counted in Stats.ConsumerRestarts).
 package sim

@@ -162,15 +162,16 @@ func (f *Fleet) Run(ctx context.Context) error {
 }
 
 // consume runs bus.Consume on a consumer of the WORK stream, with the real worker's
-// options, until ctx ends. bus.Consume gives up when its first look at the consumer times
+// options, until ctx ends. bus.Consume now waits while its first look at the consumer times
 // out, which happens when thousands of consumers start at once (the server answers
-// JetStream API calls one at a time); a real worker would then exit and be restarted, a
-// simulated one starts consuming again after a pause. Stats.ConsumerRestarts counts them.
+// JetStream API calls one at a time), as a real worker does; should it still fail with a
+// timeout, a simulated worker starts consuming again after a pause. Stats.ConsumerRestarts
+// counts them.
 func (f *Fleet) consume(ctx context.Context, log *slog.Logger, consumer string, h bus.Handler) error {
 	pause := time.Second
 	for {
 		began := time.Now()
-		err := bus.Consume(ctx, f.js, bus.StreamWork, consumer, h, bus.WithValidator(events.Validate), bus.WithLogger(log))
+		err := bus.Consume(ctx, f.js, bus.StreamWork, consumer, h, bus.WithValidator(events.Admit), bus.WithLogger(log))
 		switch {
 		case err == nil || ctx.Err() != nil:
 			return nil

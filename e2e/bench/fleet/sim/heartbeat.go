@@ -61,13 +61,13 @@ func (m *member) Properties(now time.Time) *events.MemberHeartbeat {
 // heartbeat publishes the member's heartbeat, as the real worker's does.
 func (m *member) heartbeat(ctx context.Context) {
 	hb := m.Properties(time.Now())
-	ev, err := events.New(events.TypeMemberHeartbeat, m.source, m.subject,
+	ev, err := events.New(events.TypeMemberHeartbeat, m.source, m.beat,
 		events.ID(m.name, "heartbeat", hb.ObservedAt.Format(time.RFC3339Nano)), hb)
 	if err != nil {
 		m.log.Error("cannot publish a heartbeat", "err", err)
 		return
 	}
-	if m.f.publish(ctx, m.subject, ev, m.log) != 0 {
+	if m.f.publish(ctx, m.beat, ev, m.log) != 0 {
 		m.f.stats.heartbeats.Add(1)
 	}
 }

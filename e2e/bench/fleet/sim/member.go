@@ -23,7 +23,8 @@ type member struct {
 	index   int
 	name    string
 	source  string
-	subject string // flotilla.member.<name>
+	subject string // flotilla.member.<name>: its join
+	beat    string // flotilla.member.<name>.heartbeat: its heartbeats, as the real worker's
 	log     *slog.Logger
 
 	mu         sync.Mutex
@@ -35,8 +36,12 @@ func newMember(f *Fleet, index int, name string) (*member, error) {
 	if err != nil {
 		return nil, err
 	}
+	beat, err := events.HeartbeatSubject(name)
+	if err != nil {
+		return nil, err
+	}
 	return &member{
-		f: f, index: index, name: name, subject: subject,
+		f: f, index: index, name: name, subject: subject, beat: beat,
 		source:     "flotilla/apply/" + name,
 		log:        f.log.With("cluster", name),
 		placements: map[string]*placement{},

@@ -214,7 +214,7 @@ func startStandalone(t *testing.T, members int) standalone.Endpoints {
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		done <- standalone.Run(ctx, standalone.Config{
-			DataDir: dir, NATSListen: "127.0.0.1:0", LocalMembers: members,
+			DataDir: dir, NATSListen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0", LocalMembers: members,
 			KubeBinDir: os.Getenv("FLOTILLA_KUBE_BIN_DIR"), SimulatedNodes: true,
 			Out: logf, Logger: slog.New(slog.NewTextHandler(logf, nil)),
 			Ready: func(e standalone.Endpoints) { ready <- e },

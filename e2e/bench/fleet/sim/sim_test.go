@@ -296,13 +296,18 @@ func TestMembersJoinApplyAndDelete(t *testing.T) {
 			if r.Applied.Reason != "Deleted" || r.Applied.Message != "Removed 3 object(s) the placement owned" || r.ResourceIndex != 3 {
 				t.Errorf("tombstone report %+v", r)
 			}
+			// A report is counted once its publish is acknowledged, which may be
+			// after the test saw it on the bus.
+			poll.Until(t, 30*time.Second, "the fleet's stats", func() error {
+				if st := f.Stats(); st.Work != 1 || st.Tombstones != 1 || st.Reports != 2 {
+					return fmt.Errorf("stats %+v, want 1 desired state, 1 tombstone, 2 reports", st)
+				}
+				return nil
+			})
 			b.mu.Lock()
 			defer b.mu.Unlock()
 			if n := len(b.reports["real-1/app"]); n != 0 {
 				t.Errorf("%d reports for a cluster outside the fleet", n)
-			}
-			if st := f.Stats(); st.Work != 1 || st.Tombstones != 1 || st.Reports != 2 {
-				t.Errorf("stats %+v, want 1 desired state, 1 tombstone, 2 reports", st)
 			}
 		})
 	}

@@ -15,7 +15,9 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
+	"github.com/flotilla-dev/flotilla/platform/tracing"
 	"github.com/flotilla-dev/flotilla/services/standalone"
 )
 
@@ -33,10 +35,25 @@ func main() {
 		// A second Ctrl-C ends the process at once; the servers it started die with it.
 		stop()
 	}()
-	err := standalone.Run(ctx, cfg)
+	err := run(ctx, cfg)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
 	}
+}
+
+// run runs Flotilla with tracing set up (spans are exported only when an OTLP endpoint is
+// configured: OTEL_EXPORTER_OTLP_ENDPOINT), and flushes the spans after.
+func run(ctx context.Context, cfg standalone.Config) error {
+	stopTracing, err := tracing.Start(ctx, "standalone")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = stopTracing(sctx)
+	}()
+	return standalone.Run(ctx, cfg)
 }

@@ -1,0 +1,15 @@
+// Package faults is Flotilla's fault-injection suite. It runs the services as separate
+// processes, as docker-compose.yaml does (scheduler, rollout, status, and one apply worker per
+// member, each built with go build), on a nats-server process built from the nats-server
+// module, a real PostgreSQL and three real member clusters. While a 100-object placement
+// rolls out, and while a rolling update of one does, it injects one fault at a time: kill -9
+// of each service, of an apply worker while it applies, a NATS restart, a PostgreSQL restart
+// and outage, a member API server down. After each it checks what a user would: every
+// placement converges (Available in fleetctl get), every object is on every member, no object
+// was deleted or re-created (UIDs watched on the members), nothing was dead-lettered, and the
+// audit log holds every consumed event once; then it prints a table of the faults.
+//
+// `go test` runs a short form (a subset of the faults with short outages); FLOTILLA_FAULTS=full
+// (make e2e) runs the whole matrix with a 3-minute PostgreSQL outage and a member down for
+// 60 s. -short skips the suite.
+package faults
