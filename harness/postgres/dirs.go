@@ -1,11 +1,14 @@
 package postgres
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/flotilla-dev/flotilla/harness/internal/proc"
 )
@@ -77,25 +80,75 @@ func hasCluster(dataDir string) bool {
 	return err == nil
 }
 
-// removeForeignLock removes a postmaster.pid left by a server that was killed, when its pid
-// now belongs to another program: PostgreSQL would refuse to start, taking that program for
-// another server. A lock whose process is gone PostgreSQL removes itself.
-func removeForeignLock(dataDir string) {
+// clearStaleLock deals with a postmaster.pid left by a server that was killed, so that the
+// server starts again instead of taking the dead one for a live one:
+//   - its pid now belongs to another program: the lock is removed;
+//   - its pid is a zombie (the server died and its parent, killed too, never reaped it): the
+//     lock is removed;
+//   - its pid is a server still exiting (its parent was killed with it a moment ago): wait, up
+//     to grace, for it and its backends to go.
+//
+// A lock whose process is gone PostgreSQL removes itself. A server that stays up past grace is
+// left alone: PostgreSQL then refuses to start with its own clear message.
+func clearStaleLock(ctx context.Context, dataDir string, grace time.Duration, logw io.Writer) {
 	lock := filepath.Join(dataDir, "postmaster.pid")
+	deadline := time.Now().Add(grace)
+	waited := false
+	for {
+		pid := lockPID(lock)
+		if pid <= 0 {
+			return
+		}
+		switch state, comm := processState(pid); {
+		case state == 0:
+			return // gone: PostgreSQL copes
+		case state == 'Z' || comm != "postgres":
+			os.Remove(lock)
+			return
+		}
+		if !waited {
+			fmt.Fprintf(logw, "postgres: waiting for the previous server (pid %d) to exit\n", pid)
+			waited = true
+		}
+		if time.Now().After(deadline) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// lockPID reads the server's pid from the first line of a postmaster.pid, or 0.
+func lockPID(lock string) int {
 	b, err := os.ReadFile(lock)
 	if err != nil {
-		return
+		return 0
 	}
 	first, _, _ := strings.Cut(string(b), "\n")
 	pid, err := strconv.Atoi(strings.TrimSpace(first))
-	if err != nil || pid <= 0 {
-		return
+	if err != nil {
+		return 0
 	}
-	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-	if err != nil || strings.TrimSpace(string(comm)) == "postgres" {
-		return // gone (PostgreSQL copes), unknowable, or a server really running
+	return pid
+}
+
+// processState reads a process's state letter and name from /proc/<pid>/stat; state is 0 when
+// there is no such process.
+func processState(pid int) (state byte, comm string) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, ""
 	}
-	os.Remove(lock)
+	// "pid (comm) S ...": comm may hold spaces and parentheses, so cut at the last ')'.
+	s := string(b)
+	open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if open < 0 || closing < open || closing+2 >= len(s) {
+		return 0, ""
+	}
+	return s[closing+2], s[open+1 : closing]
 }
 
 // portFile records a persistent server's port, so that it comes back where it was.

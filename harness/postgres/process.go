@@ -61,7 +61,7 @@ func startLocal(ctx context.Context, opts Options) (*Server, error) {
 	dataDir := filepath.Join(dir, "data")
 	if persistent && hasCluster(dataDir) {
 		fmt.Fprintf(logw, "postgres: reusing the cluster in %s\n", dataDir)
-		removeForeignLock(dataDir)
+		clearStaleLock(ctx, dataDir, 30*time.Second, logw)
 	} else if err := s.initdb(ctx, binDir, dataDir, as); err != nil {
 		return fail(err)
 	}
