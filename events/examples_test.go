@@ -101,9 +101,9 @@ func examples() map[string]any {
 					AfterStageTasks:  []api.StageTask{{Type: api.StageTaskTypeTimedWait, WaitTime: &metav1.Duration{Duration: time.Minute}}}},
 			}},
 		}},
-		events.TypeStagedUpdateDeleted: events.StagedUpdateDeleted{Object: events.StagedUpdateKey{Kind: api.ClusterStagedUpdateRunKind, Name: "web-rollout-2"}},
+		events.TypeStagedUpdateDeleted:     events.StagedUpdateDeleted{Object: events.StagedUpdateKey{Kind: api.ClusterStagedUpdateRunKind, Name: "web-rollout-2"}},
 		events.TypeApprovalRequestApproved: events.ApprovalRequestApproved{Name: "web-rollout-2-before-production", Message: "approved by fleetctl"},
-		events.TypeOverrideDeleted: events.OverrideDeleted{Override: api.OverrideKey{Kind: api.ClusterResourceOverrideKind, Name: "web-2-labels"}},
+		events.TypeOverrideDeleted:         events.OverrideDeleted{Override: api.OverrideKey{Kind: api.ClusterResourceOverrideKind, Name: "web-2-labels"}},
 		events.TypePlacementScheduled: events.PlacementScheduled{
 			Placement: "web-2-crp", Generation: 3, PlacementType: api.PickNPlacementType, Wanted: 2,
 			Chosen: []events.ClusterDecision{
