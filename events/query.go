@@ -80,7 +80,18 @@ const (
 	QueryTakeovers      = "takeover.list"     // TakeoverQuery -> []TakeoverRecord
 	QueryGetOverride    = "override.get"      // OverrideQuery -> api.ClusterResourceOverride or api.ResourceOverride
 	QueryListOverrides  = "override.list"     // OverrideListQuery -> the overrides, by namespace and name
+	// Staged updates: ClusterStagedUpdateStrategy, ClusterStagedUpdateRun (with
+	// the run's status) and ClusterApprovalRequest, as the rollout keeps them.
+	QueryGetStagedUpdate   = "stagedupdate.get"  // StagedUpdateKey -> the object of that kind
+	QueryListStagedUpdates = "stagedupdate.list" // StagedUpdateListQuery -> the objects of a kind, by name
 )
+
+// StagedUpdateListQuery asks for the staged update objects of a kind,
+// optionally filtered by a label selector in kubectl syntax.
+type StagedUpdateListQuery struct {
+	Kind          string `json:"kind"`
+	LabelSelector string `json:"labelSelector,omitempty"`
+}
 
 // OverrideQuery asks for one override: Kind is api.ClusterResourceOverrideKind
 // or api.ResourceOverrideKind, Namespace empty for the former.
