@@ -35,7 +35,7 @@ func stagedFixtures() ([]api.ClusterStagedUpdateStrategy, []api.ClusterStagedUpd
 	waiting := "waiting for approval: fleetctl approve clusterapprovalrequest web-run-before-production"
 	run := api.ClusterStagedUpdateRun{
 		ObjectMeta: metav1.ObjectMeta{Name: "web-run", CreationTimestamp: created},
-		Spec: api.UpdateRunSpec{PlacementName: "web", ResourceSnapshotIndex: "1", StagedUpdateStrategyName: strategy.Name, State: api.UpdateRunStateRun},
+		Spec:       api.UpdateRunSpec{PlacementName: "web", ResourceSnapshotIndex: "1", StagedUpdateStrategyName: strategy.Name, State: api.UpdateRunStateRun},
 		Status: api.UpdateRunStatus{
 			PolicySnapshotIndexUsed: "0", ResourceSnapshotIndexUsed: "1", PolicyObservedClusterCount: 3,
 			UpdateStrategySnapshot: &strategy.Spec,
@@ -47,7 +47,7 @@ func stagedFixtures() ([]api.ClusterStagedUpdateStrategy, []api.ClusterStagedUpd
 				{StageName: "production",
 					BeforeStageTaskStatus: []api.StageTaskStatus{{Type: api.StageTaskTypeApproval, ApprovalRequestName: "web-run-before-production",
 						Conditions: []metav1.Condition{cond(api.StageTaskConditionApprovalRequestCreated, "True", "ApprovalRequestCreated", "")}}},
-					Clusters: []api.ClusterUpdatingStatus{{ClusterName: "member-2"}, {ClusterName: "member-3"}},
+					Clusters:   []api.ClusterUpdatingStatus{{ClusterName: "member-2"}, {ClusterName: "member-3"}},
 					Conditions: []metav1.Condition{cond(api.StageConditionProgressing, "False", "StageUpdatingWaiting", waiting)}},
 			},
 			DeletionStageStatus: &api.StageUpdatingStatus{StageName: api.UpdateRunDeletionStageName, Clusters: []api.ClusterUpdatingStatus{}},
