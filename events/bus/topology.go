@@ -220,8 +220,8 @@ func (o TopologyOptions) Consumers() []jetstream.ConsumerConfig {
 	return []jetstream.ConsumerConfig{
 		o.consumer(ConsumerScheduler, "Scheduler: placements and members",
 			jetstream.DeliverAllPolicy, SubjectsPlacement, SubjectsMember),
-		o.consumer(ConsumerRollout, "Rollout: placements, hub resources, overrides, decisions, work status, members",
-			jetstream.DeliverAllPolicy, SubjectsPlacement, SubjectsHub, SubjectsOverride, SubjectsScheduling, SubjectsWorkStatus, SubjectsMember),
+		o.consumer(ConsumerRollout, "Rollout: placements, hub resources, overrides, staged updates, decisions, work status, members",
+			jetstream.DeliverAllPolicy, SubjectsPlacement, SubjectsHub, SubjectsOverride, SubjectsStagedUpdate, SubjectsScheduling, SubjectsWorkStatus, SubjectsMember),
 		// No filter: the status service records every event in the audit log.
 		o.consumer(ConsumerStatus, "Status: every event",
 			jetstream.DeliverAllPolicy),
