@@ -32,6 +32,7 @@ import (
 const (
 	reasonInitialized     = "UpdateRunInitializedSuccessfully"
 	reasonInitFailed      = "UpdateRunInitializedFailed"
+	reasonInitializing    = "UpdateRunInitializing"
 	reasonNotStarted      = "UpdateRunNotStarted"
 	reasonStarted         = "UpdateRunStarted"
 	reasonWaiting         = "UpdateRunWaiting"
@@ -75,6 +76,7 @@ type stagedRun struct {
 	progress runProgress
 	before   []byte // the object and progress as read, to write only a change
 	finished bool
+	pending  bool // waits for the placement's decision or first snapshot
 	// why is what the run waits for, for the progress of the clusters it
 	// has not released.
 	why string
@@ -117,13 +119,12 @@ func (ps *pass) stagedTarget(ctx context.Context) error {
 		return err
 	}
 	ps.run = sr
-	st := &sr.run.Status
-	if meta.FindStatusCondition(st.Conditions, api.UpdateRunConditionInitialized) == nil {
+	if !meta.IsStatusConditionTrue(sr.run.Status.Conditions, api.UpdateRunConditionInitialized) && !sr.progress.Failed {
 		if err := ps.initialiseRun(ctx, sr); err != nil {
 			return err
 		}
 	}
-	if sr.progress.Failed {
+	if sr.progress.Failed || sr.pending {
 		return nil
 	}
 	ps.latest = &latestSnapshot{index: sr.progress.Index, hash: sr.progress.Hash}
@@ -145,8 +146,16 @@ func (ps *pass) initialiseRun(ctx context.Context, sr *stagedRun) error {
 	if ps.p.spec.Strategy.Type != api.ExternalRolloutStrategyType {
 		return fail("placement %s does not use the External rollout strategy type; a staged update run drives only External placements", ps.p.name)
 	}
-	if ps.p.decision == nil {
-		return fail("placement %s has no scheduling decision yet", ps.p.name)
+	// A run applied with its placement waits for the placement's first
+	// decision and snapshot: their arrival reconciles the placement again.
+	wait := func(what string) error {
+		sr.pending = true
+		ps.setRunCondition(run, api.UpdateRunConditionInitialized, metav1.ConditionFalse, reasonInitializing,
+			fmt.Sprintf("waiting for the %s of placement %s", what, ps.p.name))
+		return nil
+	}
+	if ps.p.decision == nil || len(ps.scheduled) == 0 && !ps.p.decision.Fulfilled {
+		return wait("scheduling decision")
 	}
 	var strategy api.ClusterStagedUpdateStrategy
 	var raw []byte
@@ -176,7 +185,7 @@ func (ps *pass) initialiseRun(ctx context.Context, sr *stagedRun) error {
 		snap = &latestSnapshot{index: n, hash: hash}
 	}
 	if snap == nil {
-		return fail("placement %s has no resource snapshot yet", ps.p.name)
+		return wait("first resource snapshot")
 	}
 	scheduled := sortedKeys(ps.scheduled)
 	labels, err := memberLabels(ctx, ps.tx, scheduled)
@@ -220,7 +229,7 @@ func (ps *pass) advanceRun(ctx context.Context) error {
 		return nil
 	}
 	defer func() { ps.runWhy = sr.why }()
-	if !sr.progress.Failed && !sr.finished {
+	if !sr.progress.Failed && !sr.finished && !sr.pending {
 		if err := ps.walkStages(ctx, sr); err != nil {
 			return err
 		}
