@@ -184,7 +184,7 @@ func runSucceeded(r *api.ClusterStagedUpdateRun) error {
 func (s *stack) applyRunWhenSnapshot(t *testing.T, name, index, strategy string) {
 	t.Helper()
 	poll.Every(t, step, patience, "snapshot "+index+" of crp-staged", func() error {
-		out, errOut, err := s.fleetctl(t.Context(), "", "history", "crp-staged", "-o", "json")
+		out, errOut, err := s.fleetctl(t.Context(), "", "history", "crp", "crp-staged", "-o", "json")
 		if err != nil {
 			return fmt.Errorf("fleetctl history: %v %s", err, errOut)
 		}

@@ -116,7 +116,8 @@ type Position struct {
 
 // RunPosition reads a run's position from its status: the first stage that
 // has not succeeded, and in it the clusters started and not succeeded; what
-// it waits for is the Progressing condition's message when it is False.
+// it waits for is the Progressing condition's message when it is False and
+// the run has not ended.
 func RunPosition(r *api.ClusterStagedUpdateRun) Position {
 	var pos Position
 	stages := r.Status.StagesStatus
@@ -136,7 +137,8 @@ func RunPosition(r *api.ClusterStagedUpdateRun) Position {
 		}
 		break
 	}
-	if c := meta.FindStatusCondition(r.Status.Conditions, api.UpdateRunConditionProgressing); c != nil && c.Status != metav1.ConditionTrue {
+	if c := meta.FindStatusCondition(r.Status.Conditions, api.UpdateRunConditionProgressing); c != nil && c.Status != metav1.ConditionTrue &&
+		meta.FindStatusCondition(r.Status.Conditions, api.UpdateRunConditionSucceeded) == nil {
 		pos.WaitingFor = c.Message
 	}
 	return pos
