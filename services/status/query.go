@@ -325,6 +325,9 @@ func (s *server) history(ctx context.Context, q events.NameQuery) (events.Placem
 	if err != nil {
 		return h, fmt.Errorf("history of %s: transitions: %w", q.Name, err)
 	}
+	if h.Runs, err = s.runHistory(ctx, q.Name); err != nil {
+		return h, fmt.Errorf("history of %s: %w", q.Name, err)
+	}
 	return h, nil
 }
 

@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/flotilla-dev/flotilla/events"
@@ -92,4 +95,60 @@ func withTypeMeta(kind string, raw json.RawMessage) (json.RawMessage, error) {
 	m["apiVersion"], _ = json.Marshal(api.PlacementGroupVersion.String())
 	m["kind"], _ = json.Marshal(kind)
 	return json.Marshal(m)
+}
+
+// runHistory reads the staged update runs of a placement, oldest first, for
+// fleetctl history: which run put which revision on which clusters.
+func (s *server) runHistory(ctx context.Context, placement string) ([]events.RunRecord, error) {
+	rows, err := s.pool.Query(ctx, `select object, deleted from staged_updates
+		where kind = $1 and placement = $2 order by created_seq, name limit 1000`, api.ClusterStagedUpdateRunKind, placement)
+	if err != nil {
+		return nil, fmt.Errorf("runs of %s: %w", placement, err)
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (events.RunRecord, error) {
+		var (
+			raw     []byte
+			deleted bool
+			run     api.ClusterStagedUpdateRun
+		)
+		if err := row.Scan(&raw, &deleted); err != nil {
+			return events.RunRecord{}, err
+		}
+		if err := json.Unmarshal(raw, &run); err != nil {
+			return events.RunRecord{}, fmt.Errorf("run of %s: %w", placement, err)
+		}
+		return runRecord(&run, deleted), nil
+	})
+}
+
+func runRecord(run *api.ClusterStagedUpdateRun, deleted bool) events.RunRecord {
+	r := events.RunRecord{Name: run.Name, Strategy: run.Spec.StagedUpdateStrategyName, ResourceIndex: run.Status.ResourceSnapshotIndexUsed,
+		Deleted: deleted, CreatedAt: run.CreationTimestamp.Time, Outcome: "NotStarted"}
+	if r.ResourceIndex == "" {
+		r.ResourceIndex = run.Spec.ResourceSnapshotIndex
+	}
+	for _, st := range run.Status.StagesStatus {
+		for _, c := range st.Clusters {
+			if meta.IsStatusConditionTrue(c.Conditions, api.ClusterUpdatingConditionSucceeded) {
+				r.Clusters = append(r.Clusters, c.ClusterName)
+			}
+		}
+	}
+	conds := run.Status.Conditions
+	switch succeeded, progressing := meta.FindStatusCondition(conds, api.UpdateRunConditionSucceeded), meta.FindStatusCondition(conds, api.UpdateRunConditionProgressing); {
+	case succeeded != nil:
+		r.Outcome, r.Message = "Failed", succeeded.Message
+		if succeeded.Status == metav1.ConditionTrue {
+			r.Outcome = "Succeeded"
+		}
+		at := succeeded.LastTransitionTime.Time.UTC().Truncate(time.Second)
+		r.EndedAt = &at
+	case progressing != nil && progressing.Status == metav1.ConditionTrue:
+		r.Outcome, r.Message = "Progressing", progressing.Message
+	case progressing != nil && run.Spec.State == api.UpdateRunStateStop:
+		r.Outcome, r.Message = "Stopped", progressing.Message
+	case progressing != nil && run.Spec.State == api.UpdateRunStateRun:
+		r.Outcome, r.Message = "Waiting", progressing.Message
+	}
+	return r
 }

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/harness/golden"
 )
@@ -113,4 +114,22 @@ func TestRunShowsWhereItStandsAndWhatItWaitsFor(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden.Check(t, "testdata/golden/csur-describe.txt", buf.Bytes())
+}
+
+// An External placement's history says which run put which revision where.
+func TestHistoryListsStagedUpdateRuns(t *testing.T) {
+	h := historyFixture()
+	ended := now.Add(-time.Minute)
+	h.Runs = []events.RunRecord{
+		{Name: "web-run", Strategy: "staging-then-production", ResourceIndex: "1", Outcome: "Succeeded", Message: "resource snapshot 1 rolled out to every stage",
+			Clusters: []string{"member-2", "member-1", "member-3"}, CreatedAt: now.Add(-10 * time.Minute), EndedAt: &ended},
+		{Name: "web-rollback", Strategy: "all-at-once", ResourceIndex: "0", Outcome: "Waiting", Message: "stage all: 0 of 3 cluster(s) updated",
+			CreatedAt: now.Add(-30 * time.Second)},
+	}
+	table, _ := ParseOutput("")
+	var buf bytes.Buffer
+	if err := (Printer{Output: table, Now: clock}).History(&buf, h); err != nil {
+		t.Fatal(err)
+	}
+	golden.Check(t, "testdata/golden/history-runs-table.txt", buf.Bytes())
 }
