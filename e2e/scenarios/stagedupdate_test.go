@@ -172,6 +172,15 @@ func TestStagedUpdateRunWithApprovalThenRollback(t *testing.T) {
 		s.releaseOn(t, m, "1")
 	}
 	s.runWhen(t, "staged-3", "succeeded", runSucceeded)
+
+	// The history says which run put which revision where.
+	history := s.run(t, "history", "crp", "crp-staged")
+	t.Logf("fleetctl history crp crp-staged:\n%s", history)
+	for _, run := range []struct{ name, index string }{{"staged-1", "0"}, {"staged-2", "1"}, {"staged-3", "0"}} {
+		if !regexp.MustCompile(run.name + `\s+` + run.index + `\s+\S+\s+Succeeded\s+\S*member-`).MatchString(history) {
+			t.Errorf("history does not show %s rolling out revision %s", run.name, run.index)
+		}
+	}
 }
 
 func runSucceeded(r *api.ClusterStagedUpdateRun) error {
