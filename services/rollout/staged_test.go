@@ -305,3 +305,54 @@ func TestTimedWaitSurvivesARestart(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// A run in state Initialize computes its stages and sends nothing; set to
+// Run, it goes, and an Approval after the stage holds its end.
+func TestStagedRunInitializeThenRunWithApprovalAfter(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, rollout.Config{})
+	f.start()
+	externalPlacement(f, "later")
+	all := api.StageConfig{Name: "all", LabelSelector: &metav1.LabelSelector{}, MaxConcurrency: ptrTo(intstr.FromString("100%")),
+		AfterStageTasks: []api.StageTask{{Type: api.StageTaskTypeApproval}}}
+	f.staged(strategyOf("gate-after", all))
+	run := runOf("i1", "later", "", "gate-after")
+	run.Spec.State = api.UpdateRunStateInitialize
+	f.staged(run)
+	r := f.waitRun("i1", "initialized, not started", func(r api.ClusterStagedUpdateRun) error {
+		if c := condition(r, api.UpdateRunConditionProgressing); c.Reason != "UpdateRunNotStarted" {
+			return fmt.Errorf("progressing %+v", c)
+		}
+		return nil
+	})
+	if got := r.Status.StagesStatus[0].Clusters; len(got) != 3 {
+		t.Errorf("stage all has clusters %+v, want m1, m2 and m3", got)
+	}
+	if n := len(f.works("m1", "later")); n != 0 {
+		t.Errorf("an initialized run sent work %d time(s)", n)
+	}
+	run.Spec.State = api.UpdateRunStateRun
+	f.staged(run)
+	f.readyAt("later", 0, "m1", "m2", "m3")
+	f.waitRun("i1", "waiting for the approval after the stage", func(r api.ClusterStagedUpdateRun) error {
+		if c := condition(r, api.UpdateRunConditionProgressing); !strings.Contains(c.Message, "fleetctl approve clusterapprovalrequest i1-after-all") {
+			return fmt.Errorf("progressing %+v", c)
+		}
+		return nil
+	})
+	f.approve("i1-after-all")
+	f.waitRun("i1", "success", succeeded)
+	var accepted bool
+	var raw []byte
+	if err := f.Pool.QueryRow(t.Context(), `select object from staged_updates where kind = $1 and name = 'i1-after-all'`, api.ClusterApprovalRequestKind).Scan(&raw); err != nil {
+		t.Fatal(err)
+	}
+	var req api.ClusterApprovalRequest
+	if err := json.Unmarshal(raw, &req); err != nil {
+		t.Fatal(err)
+	}
+	accepted = meta.IsStatusConditionTrue(req.Status.Conditions, api.ApprovalRequestConditionApprovalAccepted)
+	if !accepted || req.Labels[api.TargetUpdateRunLabel] != "i1" || req.Spec.TargetStage != "all" {
+		t.Errorf("approval request %+v", req)
+	}
+}
