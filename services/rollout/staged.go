@@ -93,12 +93,61 @@ func (r *rollout) upsertStaged(ctx context.Context, tx pgx.Tx, m bus.Meta, p *ev
 			run, createdSeq, progress = old, prev.createdSeq, prev.progress
 		} else {
 			run.CreationTimestamp = created
+			if err := supersede(ctx, tx, run.Spec.PlacementName, run.Name, now); err != nil {
+				return err
+			}
 		}
 		placement := run.Spec.PlacementName
 		if err := storeStaged(ctx, tx, key, &run, &placement, progress, createdSeq, int64(m.Sequence)); err != nil {
 			return err
 		}
 		return wakePlacement(ctx, tx, placement, now)
+	}
+	return nil
+}
+
+// supersede ends the unfinished runs of a placement when a newer run is
+// created: the newest run drives the placement, and an older one would
+// otherwise show forever what it was waiting for.
+func supersede(ctx context.Context, tx pgx.Tx, placement, newer string, now time.Time) error {
+	rows, err := tx.Query(ctx, `select name, object from staged_updates
+		where kind = $1 and placement = $2 and not deleted for update`, api.ClusterStagedUpdateRunKind, placement)
+	if err != nil {
+		return fmt.Errorf("runs of %s: %w", placement, err)
+	}
+	type stored struct {
+		name   string
+		object []byte
+	}
+	runs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (stored, error) {
+		var s stored
+		err := row.Scan(&s.name, &s.object)
+		return s, err
+	})
+	if err != nil {
+		return fmt.Errorf("runs of %s: %w", placement, err)
+	}
+	for _, s := range runs {
+		var run api.ClusterStagedUpdateRun
+		if err := json.Unmarshal(s.object, &run); err != nil {
+			return fmt.Errorf("run %s: %w", s.name, err)
+		}
+		if meta.FindStatusCondition(run.Status.Conditions, api.UpdateRunConditionSucceeded) != nil {
+			continue
+		}
+		msg := fmt.Sprintf("superseded by the newer run %s of placement %s", newer, placement)
+		for _, t := range []string{api.UpdateRunConditionProgressing, api.UpdateRunConditionSucceeded} {
+			meta.SetStatusCondition(&run.Status.Conditions, metav1.Condition{Type: t, Status: metav1.ConditionFalse,
+				Reason: "UpdateRunSuperseded", Message: msg, LastTransitionTime: metav1.NewTime(now)})
+		}
+		raw, err := json.Marshal(run)
+		if err != nil {
+			return fmt.Errorf("run %s: %w", s.name, err)
+		}
+		if _, err := tx.Exec(ctx, `update staged_updates set object = $3, updated_at = now() where kind = $1 and name = $2`,
+			api.ClusterStagedUpdateRunKind, s.name, raw); err != nil {
+			return fmt.Errorf("supersede run %s: %w", s.name, err)
+		}
 	}
 	return nil
 }

@@ -194,6 +194,26 @@ func TestStagedRunStopsAtApprovalWaitsAndRollsBack(t *testing.T) {
 	f.staged(runOf("r3", "st", "0", "at-once"))
 	f.readyAt("st", 0, "m1", "m2", "m3")
 	f.waitRun("r3", "rollback success", succeeded)
+
+	// A run that has not finished when a newer one is created is superseded.
+	stopped := runOf("r4", "st", "1", "at-once")
+	stopped.Spec.State = api.UpdateRunStateInitialize
+	f.staged(stopped)
+	f.waitRun("r4", "initialized", func(r api.ClusterStagedUpdateRun) error {
+		if c := condition(r, api.UpdateRunConditionInitialized); c.Status != metav1.ConditionTrue {
+			return fmt.Errorf("initialized %+v", c)
+		}
+		return nil
+	})
+	f.staged(runOf("r5", "st", "1", "at-once"))
+	f.waitRun("r4", "superseded", func(r api.ClusterStagedUpdateRun) error {
+		if c := condition(r, api.UpdateRunConditionSucceeded); c.Reason != "UpdateRunSuperseded" || !strings.Contains(c.Message, "r5") {
+			return fmt.Errorf("succeeded %+v", c)
+		}
+		return nil
+	})
+	f.readyAt("st", 1, "m1", "m2", "m3")
+	f.waitRun("r5", "success", succeeded)
 }
 
 func TestStagedRunSurvivesClustersJoiningAndLeaving(t *testing.T) {
