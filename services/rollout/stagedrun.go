@@ -593,7 +593,7 @@ func taskWait(tasks []api.StageTask, typ api.StageTaskType) time.Duration {
 
 func (ps *pass) condition(t string, status metav1.ConditionStatus, reason, msg string) metav1.Condition {
 	return metav1.Condition{Type: t, Status: status, Reason: reason, Message: events.Truncate(msg, events.MaxMessageBytes),
-		LastTransitionTime: metav1.NewTime(ps.now), ObservedGeneration: 0}
+		LastTransitionTime: metav1.NewTime(ps.now)}
 }
 
 func (ps *pass) setRunCondition(r *api.ClusterStagedUpdateRun, t string, s metav1.ConditionStatus, reason, msg string) {
