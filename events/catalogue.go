@@ -70,6 +70,19 @@ var catalogue = map[string]entry{
 			return overrideNames(p.(*OverrideDeleted).Override), true
 		}}}},
 
+	TypeStagedUpdateUpserted: {func() any { return new(StagedUpdateUpserted) }, validateStagedUpdateUpserted,
+		[]Route{{Pattern: subjectStagedUpdate, Fields: stagedUpdateFields, names: func(p any) ([]string, bool) {
+			k := p.(*StagedUpdateUpserted).Key()
+			return []string{k.Kind, k.Name}, true
+		}}}},
+	TypeStagedUpdateDeleted: {func() any { return new(StagedUpdateDeleted) }, validateStagedUpdateDeleted,
+		[]Route{{Pattern: subjectStagedUpdate, Fields: stagedUpdateFields, names: func(p any) ([]string, bool) {
+			k := p.(*StagedUpdateDeleted).Object
+			return []string{k.Kind, k.Name}, true
+		}}}},
+	TypeApprovalRequestApproved: {func() any { return new(ApprovalRequestApproved) }, validateApprovalRequestApproved,
+		routes(subjectApproval, fieldOf("name", func(p *ApprovalRequestApproved) string { return p.Name }))},
+
 	TypePlacementScheduled: {func() any { return new(PlacementScheduled) }, validatePlacementScheduled,
 		routes(subjectScheduling, fieldOf("placement", func(p *PlacementScheduled) string { return p.Placement }))},
 	TypePlacementScheduledV2: {func() any { return new(PlacementScheduledV2) }, validatePlacementScheduledV2,
@@ -116,18 +129,21 @@ var catalogue = map[string]entry{
 
 // Subject patterns: literal tokens, and {named} tokens each bound to a payload field.
 const (
-	subjectPlacement   = "flotilla.placement.{placement}"
-	subjectMember      = "flotilla.member.{member}"
-	subjectHeartbeat   = "flotilla.member.{member}.heartbeat"
-	subjectHub         = "flotilla.hub.{group}.{kind}.{namespace}.{name}"
-	subjectOverride    = "flotilla.override.{kind}.{namespace}.{name}"
-	subjectScheduling  = "flotilla.scheduling.{placement}"
-	subjectRollout     = "flotilla.rollout.{placement}"
-	subjectWork        = "flotilla.work.{cluster}.{placement}"
-	subjectWorkStatus  = "flotilla.workstatus.{cluster}.{placement}"
-	subjectWorkRemoved = "flotilla.work.{cluster}.{placement}.removed"
-	subjectStatus      = "flotilla.status.{placement}"
-	subjectOutbox      = "flotilla.outbox.{placement}"
+	subjectPlacement = "flotilla.placement.{placement}"
+	subjectMember    = "flotilla.member.{member}"
+	subjectHeartbeat = "flotilla.member.{member}.heartbeat"
+	subjectHub       = "flotilla.hub.{group}.{kind}.{namespace}.{name}"
+	subjectOverride  = "flotilla.override.{kind}.{namespace}.{name}"
+	// Strategies and runs; approvals travel on the approval request's subject.
+	subjectStagedUpdate = "flotilla.stagedupdate.{kind}.{name}"
+	subjectApproval     = "flotilla.stagedupdate.ClusterApprovalRequest.{name}"
+	subjectScheduling   = "flotilla.scheduling.{placement}"
+	subjectRollout      = "flotilla.rollout.{placement}"
+	subjectWork         = "flotilla.work.{cluster}.{placement}"
+	subjectWorkStatus   = "flotilla.workstatus.{cluster}.{placement}"
+	subjectWorkRemoved  = "flotilla.work.{cluster}.{placement}.removed"
+	subjectStatus       = "flotilla.status.{placement}"
+	subjectOutbox       = "flotilla.outbox.{placement}"
 )
 
 // A Route is a subject pattern an event type may travel on, such as
@@ -251,6 +267,9 @@ func hubNames(group, kind, namespace, name string) []string {
 
 // overrideFields are the fields an override subject's tokens are bound to.
 var overrideFields = []string{"kind", "metadata.namespace", "metadata.name"}
+
+// stagedUpdateFields are the fields a staged update subject's tokens are bound to.
+var stagedUpdateFields = []string{"kind", "metadata.name"}
 
 // overrideNames are the names an override subject spells (see OverrideSubject).
 func overrideNames(k api.OverrideKey) []string {

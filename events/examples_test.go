@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
@@ -87,7 +88,22 @@ func examples() map[string]any {
 				}}},
 			},
 		}},
-		events.TypeOverrideDeleted: events.OverrideDeleted{Override: api.OverrideKey{Kind: api.ClusterResourceOverrideKind, Name: "web-2-labels"}},
+		events.TypeStagedUpdateUpserted: events.StagedUpdateUpserted{ClusterStagedUpdateStrategy: &api.ClusterStagedUpdateStrategy{
+			TypeMeta: metav1.TypeMeta{APIVersion: "placement.kubernetes-fleet.io/v1beta1", Kind: "ClusterStagedUpdateStrategy"},
+			ObjectMeta: metav1.ObjectMeta{Name: "staging-then-production",
+				Annotations: map[string]string{api.StuckThresholdAnnotation: "10m"}},
+			Spec: api.UpdateStrategySpec{Stages: []api.StageConfig{
+				{Name: "staging", LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"environment": "staging"}},
+					SortingLabelKey: ptr("order"), MaxConcurrency: ptr(intstr.FromInt32(1))},
+				{Name: "production", LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"environment": "production"}},
+					MaxConcurrency:   ptr(intstr.FromString("50%")),
+					BeforeStageTasks: []api.StageTask{{Type: api.StageTaskTypeApproval}},
+					AfterStageTasks:  []api.StageTask{{Type: api.StageTaskTypeTimedWait, WaitTime: &metav1.Duration{Duration: time.Minute}}}},
+			}},
+		}},
+		events.TypeStagedUpdateDeleted:     events.StagedUpdateDeleted{Object: events.StagedUpdateKey{Kind: api.ClusterStagedUpdateRunKind, Name: "web-rollout-2"}},
+		events.TypeApprovalRequestApproved: events.ApprovalRequestApproved{Name: "web-rollout-2-before-production", Message: "approved by fleetctl"},
+		events.TypeOverrideDeleted:         events.OverrideDeleted{Override: api.OverrideKey{Kind: api.ClusterResourceOverrideKind, Name: "web-2-labels"}},
 		events.TypePlacementScheduled: events.PlacementScheduled{
 			Placement: "web-2-crp", Generation: 3, PlacementType: api.PickNPlacementType, Wanted: 2,
 			Chosen: []events.ClusterDecision{

@@ -126,6 +126,69 @@ type OverrideDeleted struct {
 	Override api.OverrideKey `json:"override"`
 }
 
+// StagedUpdateUpserted creates or updates a ClusterStagedUpdateStrategy or a
+// ClusterStagedUpdateRun (its spec; a run's status is the rollout's): exactly
+// one is set. The rollout defaults and validates it and refuses a change of a
+// run's immutable fields.
+//
+// Size bound: a strategy holds at most 31 stages of a selector and 3 tasks
+// each; a run, its spec. A status sent along is dropped, never stored, so the
+// bound is that of the user's YAML (api.MaxObjectBytes at most).
+type StagedUpdateUpserted struct {
+	ClusterStagedUpdateStrategy *api.ClusterStagedUpdateStrategy `json:"clusterStagedUpdateStrategy,omitempty"`
+	ClusterStagedUpdateRun      *api.ClusterStagedUpdateRun      `json:"clusterStagedUpdateRun,omitempty"`
+}
+
+// Object is the strategy or run the event carries, nil when it carries none.
+func (p *StagedUpdateUpserted) Object() api.Object {
+	switch {
+	case p.ClusterStagedUpdateStrategy != nil:
+		return p.ClusterStagedUpdateStrategy
+	case p.ClusterStagedUpdateRun != nil:
+		return p.ClusterStagedUpdateRun
+	}
+	return nil
+}
+
+// Key names the object the event carries.
+func (p *StagedUpdateUpserted) Key() StagedUpdateKey {
+	switch {
+	case p.ClusterStagedUpdateStrategy != nil:
+		return StagedUpdateKey{Kind: api.ClusterStagedUpdateStrategyKind, Name: p.ClusterStagedUpdateStrategy.Name}
+	case p.ClusterStagedUpdateRun != nil:
+		return StagedUpdateKey{Kind: api.ClusterStagedUpdateRunKind, Name: p.ClusterStagedUpdateRun.Name}
+	}
+	return StagedUpdateKey{}
+}
+
+// StagedUpdateKey names a staged update object: its kind
+// (ClusterStagedUpdateStrategy, ClusterStagedUpdateRun or
+// ClusterApprovalRequest) and name.
+type StagedUpdateKey struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+}
+
+func (k StagedUpdateKey) String() string { return k.Kind + "/" + k.Name }
+
+// StagedUpdateDeleted deletes a strategy or a run. A deleted run stops where
+// it is: what it rolled out stays; its approval requests go with it.
+//
+// Size bound: two names.
+type StagedUpdateDeleted struct {
+	Object StagedUpdateKey `json:"object"`
+}
+
+// ApprovalRequestApproved sets the condition Approved of a
+// ClusterApprovalRequest (fleetctl approve clusterapprovalrequest NAME): the
+// run waiting for it goes on.
+//
+// Size bound: a name and a message of at most MaxMessageBytes.
+type ApprovalRequestApproved struct {
+	Name    string `json:"name"`
+	Message string `json:"message,omitempty"`
+}
+
 // DecisionAction says what a scheduling decision did to one cluster.
 type DecisionAction string
 

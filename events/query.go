@@ -80,7 +80,18 @@ const (
 	QueryTakeovers      = "takeover.list"     // TakeoverQuery -> []TakeoverRecord
 	QueryGetOverride    = "override.get"      // OverrideQuery -> api.ClusterResourceOverride or api.ResourceOverride
 	QueryListOverrides  = "override.list"     // OverrideListQuery -> the overrides, by namespace and name
+	// Staged updates: ClusterStagedUpdateStrategy, ClusterStagedUpdateRun (with
+	// the run's status) and ClusterApprovalRequest, as the rollout keeps them.
+	QueryGetStagedUpdate   = "stagedupdate.get"  // StagedUpdateKey -> the object of that kind
+	QueryListStagedUpdates = "stagedupdate.list" // StagedUpdateListQuery -> the objects of a kind, by name
 )
+
+// StagedUpdateListQuery asks for the staged update objects of a kind,
+// optionally filtered by a label selector in kubectl syntax.
+type StagedUpdateListQuery struct {
+	Kind          string `json:"kind"`
+	LabelSelector string `json:"labelSelector,omitempty"`
+}
 
 // OverrideQuery asks for one override: Kind is api.ClusterResourceOverrideKind
 // or api.ResourceOverrideKind, Namespace empty for the former.
@@ -130,6 +141,25 @@ type PlacementHistory struct {
 	Snapshots []SnapshotRecord  `json:"snapshots"`
 	Decisions []DecisionRecord  `json:"decisions"`
 	Status    []ConditionRecord `json:"statusTransitions,omitempty"`
+	// Runs are the staged update runs of an External placement, oldest first:
+	// which run put which revision on which clusters.
+	Runs []RunRecord `json:"stagedUpdateRuns,omitempty"`
+}
+
+// RunRecord is one staged update run of a placement.
+type RunRecord struct {
+	Name          string `json:"name"`
+	Strategy      string `json:"strategy"`
+	ResourceIndex string `json:"resourceIndex"`
+	// Outcome is Succeeded, Failed, Progressing, Waiting, Stopped or
+	// NotStarted, with Message from the condition that says so.
+	Outcome string `json:"outcome"`
+	Message string `json:"message,omitempty"`
+	// Clusters are those the run updated, in stage order.
+	Clusters  []string   `json:"clusters,omitempty"`
+	Deleted   bool       `json:"deleted,omitempty"`
+	CreatedAt time.Time  `json:"createdAt"`
+	EndedAt   *time.Time `json:"endedAt,omitempty"`
 }
 
 // SnapshotRecord is one resource snapshot of a placement.

@@ -56,6 +56,13 @@ func OverrideSubject(key api.OverrideKey) (string, error) {
 	return subject("flotilla.override", key.Kind, orDash(key.Namespace), key.Name)
 }
 
+// StagedUpdateSubject carries the events of one staged update object:
+// flotilla.stagedupdate.<kind>.<name>, kind being ClusterStagedUpdateStrategy,
+// ClusterStagedUpdateRun or ClusterApprovalRequest (its approval).
+func StagedUpdateSubject(key StagedUpdateKey) (string, error) {
+	return subject("flotilla.stagedupdate", key.Kind, key.Name)
+}
+
 // SchedulingSubject carries a placement's decisions: flotilla.scheduling.<placement>.
 func SchedulingSubject(placement string) (string, error) {
 	return subject("flotilla.scheduling", placement)

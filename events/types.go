@@ -12,6 +12,10 @@ const (
 	TypeHubResourceDeleted  = "io.flotilla.hubresource.deleted.v1"
 	TypeOverrideUpserted    = "io.flotilla.override.upserted.v1"
 	TypeOverrideDeleted     = "io.flotilla.override.deleted.v1"
+	// Staged updates: strategies and runs, and a user's approval of a stage.
+	TypeStagedUpdateUpserted    = "io.flotilla.stagedupdate.upserted.v1"
+	TypeStagedUpdateDeleted     = "io.flotilla.stagedupdate.deleted.v1"
+	TypeApprovalRequestApproved = "io.flotilla.approvalrequest.approved.v1"
 
 	// Scheduler.
 	TypePlacementScheduled = "io.flotilla.placement.scheduled.v1"

@@ -97,6 +97,35 @@ func validateOverrideDeleted(p any) error {
 	return required("override.name", k.Name)
 }
 
+func validateStagedUpdateUpserted(p any) error {
+	v := p.(*StagedUpdateUpserted)
+	if (v.ClusterStagedUpdateStrategy == nil) == (v.ClusterStagedUpdateRun == nil) {
+		return errors.New("exactly one of clusterStagedUpdateStrategy and clusterStagedUpdateRun must be set")
+	}
+	if v.ClusterStagedUpdateStrategy != nil {
+		return prefixed("clusterStagedUpdateStrategy", api.Validate(clone(v.ClusterStagedUpdateStrategy)).ToError())
+	}
+	return prefixed("clusterStagedUpdateRun", api.Validate(clone(v.ClusterStagedUpdateRun)).ToError())
+}
+
+func validateStagedUpdateDeleted(p any) error {
+	k := p.(*StagedUpdateDeleted).Object
+	switch k.Kind {
+	case api.ClusterStagedUpdateStrategyKind, api.ClusterStagedUpdateRunKind:
+	default:
+		return fmt.Errorf("object.kind: %q is not %s or %s", k.Kind, api.ClusterStagedUpdateStrategyKind, api.ClusterStagedUpdateRunKind)
+	}
+	return required("object.name", k.Name)
+}
+
+func validateApprovalRequestApproved(p any) error {
+	v := p.(*ApprovalRequestApproved)
+	if len(v.Message) > MaxMessageBytes {
+		return fmt.Errorf("message: %d bytes, over the bound of %d", len(v.Message), MaxMessageBytes)
+	}
+	return required("name", v.Name)
+}
+
 func validateMemberLeft(p any) error {
 	v := p.(*MemberLeft)
 	switch v.LeavePolicy {

@@ -8,6 +8,8 @@
 // placement converges (Available in fleetctl get), every object is on every member, no object
 // was deleted or re-created (UIDs watched on the members), nothing was dead-lettered, and the
 // audit log holds every consumed event once; then it prints a table of the faults.
+// TestTimedWaitSurvivesKillingTheRollout kills the rollout during a staged update run's
+// timed wait and checks that the wait ends when it was due, not a whole wait later.
 //
 // `go test` runs a short form (a subset of the faults with short outages); FLOTILLA_FAULTS=full
 // (make e2e) runs the whole matrix with a 3-minute PostgreSQL outage and a member down for

@@ -18,4 +18,5 @@
 //	seed 004      TestSeed004FederalizationAdoptsWithoutRestart
 //	overrides     TestOverridesDifferPerMember
 //	scopes        TestSelectionScopes
+//	staged runs   TestStagedUpdateRunWithApprovalThenRollback
 package scenarios

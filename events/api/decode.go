@@ -22,7 +22,8 @@ import (
 // Object is what Decode returns: one of the typed kinds of this package
 // (*ClusterResourcePlacement, *MemberCluster, *ClusterResourceEnvelope,
 // *ResourceEnvelope, *ClusterResourceOverride, *ResourceOverride,
-// *PropagationPolicy, *ClusterPropagationPolicy) or, for any
+// *ClusterStagedUpdateStrategy, *ClusterStagedUpdateRun,
+// *ClusterApprovalRequest, *PropagationPolicy, *ClusterPropagationPolicy) or, for any
 // other Kubernetes manifest, an *unstructured.Unstructured hub resource.
 type Object interface {
 	metav1.Object
@@ -331,6 +332,9 @@ func init() {
 		knownKinds[placement.WithKind(ClusterResourcePlacementKind)] = kindInfo{newObject: func() Object { return &ClusterResourcePlacement{} }, normalise: normalisePlacement}
 		knownKinds[placement.WithKind(ClusterResourceEnvelopeKind)] = kindInfo{newObject: func() Object { return &ClusterResourceEnvelope{} }}
 		knownKinds[placement.WithKind(ResourceEnvelopeKind)] = kindInfo{newObject: func() Object { return &ResourceEnvelope{} }}
+		knownKinds[placement.WithKind(ClusterStagedUpdateStrategyKind)] = kindInfo{newObject: func() Object { return &ClusterStagedUpdateStrategy{} }}
+		knownKinds[placement.WithKind(ClusterStagedUpdateRunKind)] = kindInfo{newObject: func() Object { return &ClusterStagedUpdateRun{} }}
+		knownKinds[placement.WithKind(ClusterApprovalRequestKind)] = kindInfo{newObject: func() Object { return &ClusterApprovalRequest{} }}
 		cluster := schema.GroupVersion{Group: ClusterGroupVersion.Group, Version: v}
 		knownKinds[cluster.WithKind(MemberClusterKind)] = kindInfo{newObject: func() Object { return &MemberCluster{} }}
 	}

@@ -15,6 +15,23 @@ func Default(obj Object) {
 		SetOverrideDefaults(o.Spec.Placement, o.Spec.Policy)
 	case *ResourceOverride:
 		SetOverrideDefaults(o.Spec.Placement, o.Spec.Policy)
+	case *ClusterStagedUpdateStrategy:
+		SetStrategyDefaults(&o.Spec)
+	case *ClusterStagedUpdateRun:
+		if o.Spec.State == "" {
+			o.Spec.State = UpdateRunStateInitialize
+		}
+	}
+}
+
+// SetStrategyDefaults fills in a staged update strategy's defaults:
+// maxConcurrency 1.
+func SetStrategyDefaults(s *UpdateStrategySpec) {
+	for i := range s.Stages {
+		if s.Stages[i].MaxConcurrency == nil {
+			one := intstr.FromInt32(1)
+			s.Stages[i].MaxConcurrency = &one
+		}
 	}
 }
 

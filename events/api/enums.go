@@ -34,6 +34,8 @@ var enumValues = map[reflect.Type][]string{
 	reflect.TypeFor[SchedulingMode](): {string(SchedulingModeDuplicate), string(SchedulingModeDivide)},
 	reflect.TypeFor[OverrideType]():   {string(JSONPatchOverrideType), string(DeleteOverrideType)},
 	reflect.TypeFor[ResourceScope]():  {string(ClusterScoped), string(NamespaceScoped)},
+	reflect.TypeFor[StageTaskType]():  {string(StageTaskTypeTimedWait), string(StageTaskTypeApproval)},
+	reflect.TypeFor[UpdateRunState](): {string(UpdateRunStateInitialize), string(UpdateRunStateRun), string(UpdateRunStateStop)},
 	reflect.TypeFor[SelectionScope](): {string(NamespaceOnly), string(NamespaceWithResources), string(NamespaceWithResourceSelectors)},
 	reflect.TypeFor[JSONPatchOverrideOperator](): {
 		string(JSONPatchOverrideOpAdd), string(JSONPatchOverrideOpRemove), string(JSONPatchOverrideOpReplace),

@@ -19,6 +19,10 @@ const (
 	ClusterPropagationPolicyKind = "ClusterPropagationPolicy"
 	ClusterResourceOverrideKind  = "ClusterResourceOverride"
 	ResourceOverrideKind         = "ResourceOverride"
+
+	ClusterStagedUpdateStrategyKind = "ClusterStagedUpdateStrategy"
+	ClusterStagedUpdateRunKind      = "ClusterStagedUpdateRun"
+	ClusterApprovalRequestKind      = "ClusterApprovalRequest"
 )
 
 // Versions in which Flotilla reads Fleet's kinds other than the overrides:

@@ -29,6 +29,12 @@ func Validate(obj Object) ErrorList {
 		return ValidateClusterResourceOverride(o)
 	case *ResourceOverride:
 		return ValidateResourceOverride(o)
+	case *ClusterStagedUpdateStrategy:
+		return ValidateStagedUpdateStrategy(o)
+	case *ClusterStagedUpdateRun:
+		return ValidateStagedUpdateRun(o)
+	case *ClusterApprovalRequest:
+		return ValidateApprovalRequest(o)
 	case *PropagationPolicy:
 		return ValidatePropagationPolicy(o)
 	case *ClusterPropagationPolicy:

@@ -150,7 +150,7 @@ func TestEnsureTopologyIsIdempotent(t *testing.T) {
 	if cfg.MaxAckPending != 10 || cfg.MaxDeliver != 3 || cfg.AckPolicy != jetstream.AckExplicitPolicy {
 		t.Errorf("rollout consumer config = %+v", cfg)
 	}
-	if len(cfg.FilterSubjects) != 6 {
+	if len(cfg.FilterSubjects) != 7 {
 		t.Errorf("rollout consumer filters = %v", cfg.FilterSubjects)
 	}
 }

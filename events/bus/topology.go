@@ -34,17 +34,19 @@ const (
 
 // Subject patterns of the streams.
 const (
-	SubjectsPlacement  = "flotilla.placement.>"
-	SubjectsMember     = "flotilla.member.>"
-	SubjectsHub        = "flotilla.hub.>"
-	SubjectsOverride   = "flotilla.override.>"
-	SubjectsScheduling = "flotilla.scheduling.>"
-	SubjectsWorkStatus = "flotilla.workstatus.>"
-	SubjectsRollout    = "flotilla.rollout.>"
-	SubjectsStatus     = "flotilla.status.>"
-	SubjectsOutbox     = "flotilla.outbox.>"
-	SubjectsWork       = "flotilla.work.>"
-	SubjectsDeadLetter = "flotilla.deadletter.>"
+	SubjectsPlacement = "flotilla.placement.>"
+	SubjectsMember    = "flotilla.member.>"
+	SubjectsHub       = "flotilla.hub.>"
+	SubjectsOverride  = "flotilla.override.>"
+	// SubjectsStagedUpdate carries staged update strategies, runs and approvals.
+	SubjectsStagedUpdate = "flotilla.stagedupdate.>"
+	SubjectsScheduling   = "flotilla.scheduling.>"
+	SubjectsWorkStatus   = "flotilla.workstatus.>"
+	SubjectsRollout      = "flotilla.rollout.>"
+	SubjectsStatus       = "flotilla.status.>"
+	SubjectsOutbox       = "flotilla.outbox.>"
+	SubjectsWork         = "flotilla.work.>"
+	SubjectsDeadLetter   = "flotilla.deadletter.>"
 
 	// SubjectWorkPrefix is followed by <cluster>.<placement> (see WorkSubject).
 	SubjectWorkPrefix = "flotilla.work."
@@ -141,7 +143,7 @@ func (o TopologyOptions) streams() []jetstream.StreamConfig {
 			Name:        StreamEvents,
 			Description: "Flotilla events",
 			Subjects: []string{
-				SubjectsPlacement, SubjectsMember, SubjectsHub, SubjectsOverride, SubjectsScheduling,
+				SubjectsPlacement, SubjectsMember, SubjectsHub, SubjectsOverride, SubjectsStagedUpdate, SubjectsScheduling,
 				SubjectsWorkStatus, SubjectsRollout, SubjectsStatus, SubjectsOutbox,
 			},
 			Retention:  jetstream.LimitsPolicy,
@@ -218,8 +220,8 @@ func (o TopologyOptions) Consumers() []jetstream.ConsumerConfig {
 	return []jetstream.ConsumerConfig{
 		o.consumer(ConsumerScheduler, "Scheduler: placements and members",
 			jetstream.DeliverAllPolicy, SubjectsPlacement, SubjectsMember),
-		o.consumer(ConsumerRollout, "Rollout: placements, hub resources, overrides, decisions, work status, members",
-			jetstream.DeliverAllPolicy, SubjectsPlacement, SubjectsHub, SubjectsOverride, SubjectsScheduling, SubjectsWorkStatus, SubjectsMember),
+		o.consumer(ConsumerRollout, "Rollout: placements, hub resources, overrides, staged updates, decisions, work status, members",
+			jetstream.DeliverAllPolicy, SubjectsPlacement, SubjectsHub, SubjectsOverride, SubjectsStagedUpdate, SubjectsScheduling, SubjectsWorkStatus, SubjectsMember),
 		// No filter: the status service records every event in the audit log.
 		o.consumer(ConsumerStatus, "Status: every event",
 			jetstream.DeliverAllPolicy),

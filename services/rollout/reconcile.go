@@ -40,7 +40,13 @@ func (r *rollout) reconcile(ctx context.Context, tx pgx.Tx, p *placementRow, now
 		return err
 	}
 	ps.involve()
+	if err := ps.stagedTarget(ctx); err != nil {
+		return err
+	}
 	if err := ps.assess(ctx); err != nil {
+		return err
+	}
+	if err := ps.advanceRun(ctx); err != nil {
 		return err
 	}
 	// Plan and act, once there is something to roll out.
@@ -84,6 +90,13 @@ type pass struct {
 	readiness  map[string]plan.State
 	reportDiff bool
 	period     time.Duration
+
+	// run is the staged update run driving the placement (nil when none),
+	// released the clusters it lets have its snapshot now, and runWhy what
+	// it waits for.
+	run      *stagedRun
+	released map[string]bool
+	runWhy   string
 
 	decided   plan.Plan
 	manifests []json.RawMessage // of latest; loaded by the first send
@@ -218,6 +231,7 @@ func (ps *pass) cluster(name string) override.Cluster {
 func (ps *pass) roll(ctx context.Context) error {
 	spec := ps.p.spec
 	in := plan.Input{Target: target(spec, len(ps.scheduled)), Strategy: strategyOf(spec)}
+	in.Strategy.Released = ps.released
 	for _, n := range sortedKeys(ps.names) {
 		c := ps.clusters[n]
 		st := ps.readiness[n]
@@ -230,6 +244,14 @@ func (ps *pass) roll(ctx context.Context) error {
 	var err error
 	if ps.decided, err = plan.Decide(in); err != nil {
 		return bus.Permanent(fmt.Errorf("placement %s: %w", ps.p.name, err))
+	}
+	if ps.runWhy != "" {
+		// Say which run holds an External placement's clusters back.
+		for n, why := range ps.decided.Waiting {
+			if why == plan.ExternalMessage {
+				ps.decided.Waiting[n] = ps.runWhy
+			}
+		}
 	}
 	for _, n := range ps.decided.Remove {
 		if err := ps.tombstone(ctx, ps.clusters[n], ps.removalReason(n)); err != nil {

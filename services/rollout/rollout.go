@@ -210,6 +210,7 @@ func (r *rollout) handle(ctx context.Context, batch []bus.Delivery) error {
 		}
 		switch payload.(type) {
 		case *events.HubResourceUpserted, *events.HubResourceDeleted, *events.OverrideUpserted, *events.OverrideDeleted,
+			*events.StagedUpdateUpserted, *events.StagedUpdateDeleted, *events.ApprovalRequestApproved,
 			*events.PlacementUpserted, *events.PlacementDeleted, *events.PlacementScheduledV2,
 			*events.WorkReported, *events.MemberJoined, *events.MemberUpdated, *events.MemberLeft:
 			evs, metas, payloads = append(evs, d.Event), append(metas, d.Meta), append(payloads, payload)
@@ -260,6 +261,12 @@ func (r *rollout) apply(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, m 
 		return r.upsertOverride(ctx, tx, ev.ID(), m, p, now)
 	case *events.OverrideDeleted:
 		return r.deleteOverride(ctx, tx, ev.ID(), m, p, now)
+	case *events.StagedUpdateUpserted:
+		return r.upsertStaged(ctx, tx, m, p, now)
+	case *events.StagedUpdateDeleted:
+		return r.deleteStaged(ctx, tx, m, p, now)
+	case *events.ApprovalRequestApproved:
+		return r.approve(ctx, tx, p, now)
 	case *events.MemberJoined:
 		return r.memberJoined(ctx, tx, m, &p.Member, now)
 	case *events.MemberUpdated:

@@ -62,7 +62,7 @@ func (s *server) serveQueries(ctx context.Context, nc *nats.Conn) error {
 	svc, err := micro.AddService(nc, micro.Config{
 		Name:        events.QueryService,
 		Version:     QueryVersion,
-		Description: "Flotilla placement and member status, history, takeover decisions and overrides",
+		Description: "Flotilla placement and member status, history, takeover decisions, overrides and staged updates",
 	})
 	if err != nil {
 		return fmt.Errorf("start query service: %w", err)
@@ -79,6 +79,8 @@ func (s *server) serveQueries(ctx context.Context, nc *nats.Conn) error {
 		{events.QueryTakeovers, whole(ctx, s, nc, (*server).takeovers)},
 		{events.QueryGetOverride, whole(ctx, s, nc, (*server).getOverride)},
 		{events.QueryListOverrides, list(ctx, s, nc, (*server).listOverrides)},
+		{events.QueryGetStagedUpdate, whole(ctx, s, nc, (*server).getStaged)},
+		{events.QueryListStagedUpdates, list(ctx, s, nc, (*server).listStaged)},
 	}
 	for _, e := range endpoints {
 		// micro endpoint names allow no dots; the subject keeps the contract's name.
@@ -322,6 +324,9 @@ func (s *server) history(ctx context.Context, q events.NameQuery) (events.Placem
 	h.Status, err = pgx.CollectRows(rows, pgx.RowToStructByPos[events.ConditionRecord])
 	if err != nil {
 		return h, fmt.Errorf("history of %s: transitions: %w", q.Name, err)
+	}
+	if h.Runs, err = s.runHistory(ctx, q.Name); err != nil {
+		return h, fmt.Errorf("history of %s: %w", q.Name, err)
 	}
 	return h, nil
 }

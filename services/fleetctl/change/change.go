@@ -137,6 +137,24 @@ func applyItem(d input.Document, opts Options, policies policySet) (Item, api.Er
 			return item, fieldError("metadata.name", err)
 		}
 		item.Changes = []Change{c}
+	case *api.ClusterStagedUpdateStrategy, *api.ClusterStagedUpdateRun:
+		c, err := StagedUpdateUpserted(o)
+		if err != nil {
+			return item, fieldError("metadata.name", err)
+		}
+		item.Changes = []Change{c}
+	case *api.ClusterApprovalRequest:
+		// Runs create their approval requests; a user applies one only to
+		// approve it, as with kubectl, by setting the condition Approved.
+		if !approved(o.Status.Conditions) {
+			return item, api.ErrorList{{Type: api.ErrorTypeForbidden, Field: "status.conditions",
+				Detail: "a ClusterApprovalRequest is created by its run; applying one only approves it, and this one has no condition Approved with status True (use fleetctl approve clusterapprovalrequest " + o.Name + ")"}}
+		}
+		c, err := ApprovalRequestApproved(o.Name, "")
+		if err != nil {
+			return item, fieldError("metadata.name", err)
+		}
+		item.Changes = []Change{c}
 	case *api.ClusterResourceEnvelope, *api.ResourceEnvelope:
 		data, err := json.Marshal(o)
 		if err != nil {
@@ -209,6 +227,55 @@ func overrideChange(typ string, k api.OverrideKey, payload any) (Change, error) 
 		eventSubject = k.Kind + "/" + k.Namespace + "/" + k.Name
 	}
 	return Change{Type: typ, Subject: subject, EventSubject: eventSubject, Payload: payload}, nil
+}
+
+// StagedUpdateUpserted publishes a ClusterStagedUpdateStrategy or a
+// ClusterStagedUpdateRun without status or server metadata: a run's status is
+// the rollout's.
+func StagedUpdateUpserted(obj api.Object) (Change, error) {
+	var payload events.StagedUpdateUpserted
+	switch o := obj.(type) {
+	case *api.ClusterStagedUpdateStrategy:
+		c := *o
+		c.ObjectMeta = userMetadata(c.ObjectMeta)
+		payload.ClusterStagedUpdateStrategy = &c
+	case *api.ClusterStagedUpdateRun:
+		c := *o
+		c.ObjectMeta = userMetadata(c.ObjectMeta)
+		c.Status = api.UpdateRunStatus{}
+		payload.ClusterStagedUpdateRun = &c
+	default:
+		return Change{}, fmt.Errorf("%T is not a staged update strategy or run", obj)
+	}
+	return stagedChange(events.TypeStagedUpdateUpserted, payload.Key(), payload)
+}
+
+// StagedUpdateDeleted deletes a strategy or a run.
+func StagedUpdateDeleted(k events.StagedUpdateKey) (Change, error) {
+	return stagedChange(events.TypeStagedUpdateDeleted, k, events.StagedUpdateDeleted{Object: k})
+}
+
+// ApprovalRequestApproved approves the ClusterApprovalRequest name.
+func ApprovalRequestApproved(name, message string) (Change, error) {
+	k := events.StagedUpdateKey{Kind: api.ClusterApprovalRequestKind, Name: name}
+	return stagedChange(events.TypeApprovalRequestApproved, k, events.ApprovalRequestApproved{Name: name, Message: message})
+}
+
+func stagedChange(typ string, k events.StagedUpdateKey, payload any) (Change, error) {
+	subject, err := events.StagedUpdateSubject(k)
+	if err != nil {
+		return Change{}, err
+	}
+	return Change{Type: typ, Subject: subject, EventSubject: k.String(), Payload: payload}, nil
+}
+
+func approved(conditions []metav1.Condition) bool {
+	for _, c := range conditions {
+		if c.Type == api.ApprovalRequestConditionApproved && c.Status == metav1.ConditionTrue {
+			return true
+		}
+	}
+	return false
 }
 
 // userMetadata keeps what a user sets in metadata.
@@ -330,6 +397,12 @@ func deleteItem(d input.Document, leave events.LeavePolicy, opts Options) (Item,
 			ns = opts.namespace()
 		}
 		c, err := OverrideDeleted(api.OverrideKey{Kind: api.ResourceOverrideKind, Namespace: ns, Name: name})
+		if err != nil {
+			return item, fieldError("metadata.name", err)
+		}
+		item.Changes = []Change{c}
+	case *api.ClusterStagedUpdateStrategy, *api.ClusterStagedUpdateRun:
+		c, err := StagedUpdateDeleted(events.StagedUpdateKey{Kind: gvk.Kind, Name: name})
 		if err != nil {
 			return item, fieldError("metadata.name", err)
 		}

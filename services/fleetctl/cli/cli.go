@@ -107,6 +107,7 @@ Kubernetes manifest for the hub, then watch placements converge:
 		a.getCommand(),
 		a.describeCommand(),
 		a.deleteCommand(),
+		a.approveCommand(),
 		a.historyCommand(),
 		a.takeoversCommand(),
 		a.deadLettersCommand(),

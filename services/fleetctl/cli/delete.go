@@ -72,8 +72,16 @@ func (a *app) deleteNames(ctx context.Context, r resource, names []string, names
 			c, err = change.OverrideDeleted(api.OverrideKey{Kind: api.ClusterResourceOverrideKind, Name: n})
 		case resourceOverrides:
 			c, err = change.OverrideDeleted(api.OverrideKey{Kind: api.ResourceOverrideKind, Namespace: namespace, Name: n})
-		default:
+		case stagedStrategies:
+			c, err = change.StagedUpdateDeleted(events.StagedUpdateKey{Kind: api.ClusterStagedUpdateStrategyKind, Name: n})
+		case stagedRuns:
+			c, err = change.StagedUpdateDeleted(events.StagedUpdateKey{Kind: api.ClusterStagedUpdateRunKind, Name: n})
+		case approvalRequests:
+			return fmt.Errorf("a clusterapprovalrequest goes with its run: delete the clusterstagedupdaterun")
+		case placements:
 			c, err = change.PlacementDeleted(n)
+		default:
+			return fmt.Errorf("fleetctl cannot delete %s", r.display())
 		}
 		if err != nil {
 			return fmt.Errorf("%s %q: %w", r.display(), n, err)

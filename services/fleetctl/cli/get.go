@@ -18,15 +18,17 @@ func (a *app) getCommand() *cobra.Command {
 	var output, selector, namespace string
 	var noHeaders, allNamespaces bool
 	cmd := &cobra.Command{
-		Use:   "get (crp|members|cro|ro) [NAME...]",
-		Short: "Show placements, member clusters or overrides with their status",
+		Use:   "get (crp|members|cro|ro|csus|csur|careq) [NAME...]",
+		Short: "Show placements, member clusters, overrides or staged updates with their status",
 		Long: `Get shows ClusterResourcePlacements or MemberClusters in Fleet's shape (apiVersion, kind,
 metadata, spec, status), as the status service reports them, and ClusterResourceOverrides
 and ResourceOverrides as they were applied (in the version they were written in).
 
 Resource types: clusterresourceplacements (crp), memberclusters (members, mc),
 clusterresourceoverrides (cro), resourceoverrides (ro, of the namespace -n, or of all with
--A); the kubectl spellings with group and version work too, e.g.
+-A), clusterstagedupdatestrategies (csus), clusterstagedupdateruns (csur, with the stage and
+clusters in progress and what the run waits for in -o wide), clusterapprovalrequests (careq);
+the kubectl spellings with group and version work too, e.g.
 clusterresourceplacement.v1beta1.placement.kubernetes-fleet.io.
 
 Output formats (-o): ` + printer.Formats + `.
@@ -109,6 +111,12 @@ func (a *app) get(ctx context.Context, p printer.Printer, r resource, names []st
 		return getEach(ctx, a, p, r, names, selector, q.Members, q.Member, p.Members)
 	case clusterOverrides:
 		return getEach(ctx, a, p, r, names, selector, q.ClusterResourceOverrides, q.ClusterResourceOverride, p.ClusterResourceOverrides)
+	case stagedStrategies:
+		return getEach(ctx, a, p, r, names, selector, q.StagedUpdateStrategies, q.StagedUpdateStrategy, p.StagedUpdateStrategies)
+	case stagedRuns:
+		return getEach(ctx, a, p, r, names, selector, q.StagedUpdateRuns, q.StagedUpdateRun, p.StagedUpdateRuns)
+	case approvalRequests:
+		return getEach(ctx, a, p, r, names, selector, q.ApprovalRequests, q.ApprovalRequest, p.ApprovalRequests)
 	}
 	return nil
 }
@@ -145,7 +153,7 @@ func (a *app) noResources(p printer.Printer, w io.Writer) {
 
 func (a *app) describeCommand() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "describe (crp|members) [NAME...]",
+		Use:   "describe (crp|members|csur) [NAME...]",
 		Short: "Show a placement or member cluster in detail, for people",
 		Long: `Describe shows a placement's spec in short, its conditions, and for every cluster the
 cluster's conditions and the objects that failed to apply or are not available
@@ -158,8 +166,8 @@ cluster's conditions and the objects that failed to apply or are not available
 			if err != nil {
 				return usageError(cmd, "%v", err)
 			}
-			if r != placements && r != members {
-				return usageError(cmd, "describe shows placements and member clusters; show overrides with fleetctl get %s -o yaml", strings.Split(r.display(), ".")[0])
+			if r != placements && r != members && r != stagedRuns {
+				return usageError(cmd, "describe shows placements, member clusters and staged update runs; show the others with fleetctl get %s -o yaml", strings.Split(r.display(), ".")[0])
 			}
 			return a.describe(cmd.Context(), r, names)
 		},
@@ -180,6 +188,8 @@ func (a *app) describe(ctx context.Context, r resource, names []string) error {
 		return describeEach(ctx, a, r, names, q.Placements, q.Placement, p.DescribePlacement)
 	case members:
 		return describeEach(ctx, a, r, names, q.Members, q.Member, p.DescribeMember)
+	case stagedRuns:
+		return describeEach(ctx, a, r, names, q.StagedUpdateRuns, q.StagedUpdateRun, p.DescribeStagedUpdateRun)
 	}
 	return nil
 }

@@ -16,6 +16,9 @@ const (
 	members
 	clusterOverrides
 	resourceOverrides
+	stagedStrategies
+	stagedRuns
+	approvalRequests
 )
 
 // placementNames and memberNames are the spellings kubectl accepts for
@@ -26,6 +29,10 @@ var (
 	memberNames    = versionedSpellings([]string{"member", "members", "mc", "mcs"}, "membercluster", "memberclusters", api.ClusterGroupVersion.Group, api.FleetVersions)
 	croNames       = versionedSpellings([]string{"cro", "cros"}, "clusterresourceoverride", "clusterresourceoverrides", api.PlacementGroupVersion.Group, api.OverrideVersions)
 	roNames        = versionedSpellings([]string{"ro", "ros"}, "resourceoverride", "resourceoverrides", api.PlacementGroupVersion.Group, api.OverrideVersions)
+	// Upstream's short names: csus, csur, careq.
+	strategyNames = versionedSpellings([]string{"csus"}, "clusterstagedupdatestrategy", "clusterstagedupdatestrategies", api.PlacementGroupVersion.Group, api.FleetVersions)
+	runNames      = versionedSpellings([]string{"csur"}, "clusterstagedupdaterun", "clusterstagedupdateruns", api.PlacementGroupVersion.Group, api.FleetVersions)
+	approvalNames = versionedSpellings([]string{"careq"}, "clusterapprovalrequest", "clusterapprovalrequests", api.PlacementGroupVersion.Group, api.FleetVersions)
 )
 
 // versionedSpellings accepts a kind in each of the versions Flotilla reads it in.
@@ -61,12 +68,19 @@ func parseResource(arg string) (resource, error) {
 		return clusterOverrides, nil
 	case roNames[s]:
 		return resourceOverrides, nil
+	case strategyNames[s]:
+		return stagedStrategies, nil
+	case runNames[s]:
+		return stagedRuns, nil
+	case approvalNames[s]:
+		return approvalRequests, nil
 	}
 	return 0, fmt.Errorf("the resource type %q is not known to fleetctl; use %s", arg, resourceTypes)
 }
 
 // resourceTypes lists the resource types fleetctl knows, for messages.
-const resourceTypes = "clusterresourceplacements (crp), memberclusters (members), clusterresourceoverrides (cro) or resourceoverrides (ro)"
+const resourceTypes = "clusterresourceplacements (crp), memberclusters (members), clusterresourceoverrides (cro), resourceoverrides (ro), " +
+	"clusterstagedupdatestrategies (csus), clusterstagedupdateruns (csur) or clusterapprovalrequests (careq)"
 
 // display names a resource's objects as kubectl does: "clusterresourceplacement.placement.kubernetes-fleet.io".
 func (r resource) display() string {
@@ -77,6 +91,12 @@ func (r resource) display() string {
 		return "clusterresourceoverride." + api.PlacementGroupVersion.Group
 	case resourceOverrides:
 		return "resourceoverride." + api.PlacementGroupVersion.Group
+	case stagedStrategies:
+		return "clusterstagedupdatestrategy." + api.PlacementGroupVersion.Group
+	case stagedRuns:
+		return "clusterstagedupdaterun." + api.PlacementGroupVersion.Group
+	case approvalRequests:
+		return "clusterapprovalrequest." + api.PlacementGroupVersion.Group
 	}
 	return "clusterresourceplacement." + api.PlacementGroupVersion.Group
 }

@@ -60,6 +60,29 @@ func (p Printer) History(w io.Writer, h *events.PlacementHistory) error {
 			return err
 		}
 	}
+
+	// Only External placements have runs: the others' history stays as it was.
+	if len(h.Runs) > 0 {
+		fmt.Fprintf(w, "\nStaged update runs: %d\n", len(h.Runs))
+		rows := make([][]string, 0, len(h.Runs))
+		for _, r := range h.Runs {
+			name, ended := r.Name, "-"
+			if r.Deleted {
+				name += " (deleted)"
+			}
+			if r.EndedAt != nil {
+				ended = timestamp(*r.EndedAt)
+			}
+			clusters := strings.Join(r.Clusters, ",")
+			if clusters == "" {
+				clusters = "-"
+			}
+			rows = append(rows, []string{name, r.ResourceIndex, r.Strategy, r.Outcome, clusters, timestamp(r.CreatedAt), ended, oneLine(r.Message)})
+		}
+		if err := p.indentedTable(w, []string{"RUN", "INDEX", "STRATEGY", "OUTCOME", "UPDATED", "CREATED", "ENDED", "MESSAGE"}, rows); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

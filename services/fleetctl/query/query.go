@@ -103,6 +103,48 @@ func (c *Client) ClusterResourceOverrides(ctx context.Context, selector string) 
 		events.OverrideListQuery{Kind: api.ClusterResourceOverrideKind, LabelSelector: selector})
 }
 
+// StagedUpdateStrategy returns one ClusterStagedUpdateStrategy.
+func (c *Client) StagedUpdateStrategy(ctx context.Context, name string) (*api.ClusterStagedUpdateStrategy, error) {
+	return getStaged[api.ClusterStagedUpdateStrategy](ctx, c, api.ClusterStagedUpdateStrategyKind, name)
+}
+
+// StagedUpdateStrategies lists the ClusterStagedUpdateStrategies, filtered like Placements.
+func (c *Client) StagedUpdateStrategies(ctx context.Context, selector string) ([]api.ClusterStagedUpdateStrategy, error) {
+	return listStaged[api.ClusterStagedUpdateStrategy](ctx, c, api.ClusterStagedUpdateStrategyKind, selector)
+}
+
+// StagedUpdateRun returns one ClusterStagedUpdateRun with its status.
+func (c *Client) StagedUpdateRun(ctx context.Context, name string) (*api.ClusterStagedUpdateRun, error) {
+	return getStaged[api.ClusterStagedUpdateRun](ctx, c, api.ClusterStagedUpdateRunKind, name)
+}
+
+// StagedUpdateRuns lists the ClusterStagedUpdateRuns, filtered like Placements.
+func (c *Client) StagedUpdateRuns(ctx context.Context, selector string) ([]api.ClusterStagedUpdateRun, error) {
+	return listStaged[api.ClusterStagedUpdateRun](ctx, c, api.ClusterStagedUpdateRunKind, selector)
+}
+
+// ApprovalRequest returns one ClusterApprovalRequest.
+func (c *Client) ApprovalRequest(ctx context.Context, name string) (*api.ClusterApprovalRequest, error) {
+	return getStaged[api.ClusterApprovalRequest](ctx, c, api.ClusterApprovalRequestKind, name)
+}
+
+// ApprovalRequests lists the ClusterApprovalRequests, filtered like Placements.
+func (c *Client) ApprovalRequests(ctx context.Context, selector string) ([]api.ClusterApprovalRequest, error) {
+	return listStaged[api.ClusterApprovalRequest](ctx, c, api.ClusterApprovalRequestKind, selector)
+}
+
+func getStaged[T any](ctx context.Context, c *Client, kind, name string) (*T, error) {
+	o, err := call[T](ctx, c, events.QueryGetStagedUpdate, events.StagedUpdateKey{Kind: kind, Name: name})
+	if err != nil {
+		return nil, err
+	}
+	return &o, nil
+}
+
+func listStaged[T any](ctx context.Context, c *Client, kind, selector string) ([]T, error) {
+	return call[[]T](ctx, c, events.QueryListStagedUpdates, events.StagedUpdateListQuery{Kind: kind, LabelSelector: selector})
+}
+
 // ResourceOverride returns one ResourceOverride of a namespace.
 func (c *Client) ResourceOverride(ctx context.Context, namespace, name string) (*api.ResourceOverride, error) {
 	o, err := call[api.ResourceOverride](ctx, c, events.QueryGetOverride,

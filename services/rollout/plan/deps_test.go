@@ -12,7 +12,7 @@ import (
 func TestLogicPackagesStayPure(t *testing.T) {
 	const mod = "github.com/flotilla-dev/flotilla/services/rollout/"
 	depguard.Rule{
-		Packages:  []string{mod + "plan", mod + "selection", mod + "snapshot"},
+		Packages:  []string{mod + "plan", mod + "selection", mod + "snapshot", mod + "stage"},
 		Forbidden: []string{"github.com/jackc", "github.com/nats-io", "k8s.io/client-go", "github.com/flotilla-dev/flotilla/events/bus"},
 		Why:       "the rollout logic needs no database, bus or Kubernetes client",
 	}.Check(t)

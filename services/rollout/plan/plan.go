@@ -38,8 +38,12 @@ type Cluster struct {
 // Strategy is the placement's rollout strategy.
 type Strategy struct {
 	// External: an external controller rolls out; nothing is updated or
-	// added automatically.
-	External       bool
+	// added automatically but the clusters in Released.
+	External bool
+	// Released are the clusters a staged update run lets have the current
+	// work now (External only): they get it at once, the run having bounded
+	// how many update at a time.
+	Released       map[string]bool
 	MaxUnavailable intstr.IntOrString
 	MaxSurge       intstr.IntOrString
 }
@@ -71,7 +75,8 @@ type Plan struct {
 // Decide plans one step of the rollout. It is deterministic: clusters are
 // considered in name order.
 func Decide(in Input) (Plan, error) {
-	d := decision{Plan: Plan{Waiting: map[string]string{}}, target: max(in.Target, 0), external: in.Strategy.External}
+	d := decision{Plan: Plan{Waiting: map[string]string{}}, target: max(in.Target, 0), external: in.Strategy.External,
+		released: in.Strategy.Released}
 	if !d.external {
 		var err error
 		if d.MaxUnavailable, err = scaled(in.Strategy.MaxUnavailable, d.target, "maxUnavailable"); err != nil {
@@ -107,6 +112,7 @@ type decision struct {
 	clusters []Cluster // in name order
 	target   int
 	external bool
+	released map[string]bool
 	budget   int
 }
 
@@ -154,8 +160,10 @@ func (d *decision) update() (blocked []string) {
 			continue
 		}
 		switch {
+		case d.external && d.released[c.Name]:
+			d.Update = append(d.Update, c.Name)
 		case d.external:
-			d.Waiting[c.Name] = externalMessage
+			d.Waiting[c.Name] = ExternalMessage
 		case c.Failed || !c.Ready:
 			// Failed or otherwise unavailable already: updating it takes
 			// nothing more away.
@@ -178,8 +186,10 @@ func (d *decision) add(holders int) {
 			continue
 		}
 		switch {
+		case d.external && d.released[c.Name]:
+			d.Add = append(d.Add, c.Name)
 		case d.external:
-			d.Waiting[c.Name] = externalMessage
+			d.Waiting[c.Name] = ExternalMessage
 		case slots > 0:
 			slots--
 			d.Add = append(d.Add, c.Name)
@@ -210,7 +220,8 @@ func (d *decision) explainBlocked(blocked []string) {
 	}
 }
 
-const externalMessage = "the rollout strategy type is External: resources are not rolled out automatically; an external rollout must update this cluster"
+// ExternalMessage is why a cluster of an External placement waits.
+const ExternalMessage = "the rollout strategy type is External: resources are not rolled out automatically; an external rollout must update this cluster"
 
 func budgetMessage(unready []string, maxUnavailable, target int) string {
 	if maxUnavailable == 0 {

@@ -162,6 +162,13 @@ func TestDecide(t *testing.T) {
 		remove:  []string{"old"},
 		waiting: map[string]string{"m1": "External", "m2": "External"},
 	}, {
+		name: "External updates and adds the clusters a staged run released, regardless of budget",
+		in: plan.Input{Target: 3, Strategy: plan.Strategy{External: true, Released: map[string]bool{"m1": true, "m3": true}},
+			Clusters: append(fleet(2), plan.Cluster{Name: "m3", Scheduled: true})},
+		update:  []string{"m1"},
+		add:     []string{"m3"},
+		waiting: map[string]string{"m2": "External"},
+	}, {
 		name:    "clusters holding the current work need nothing",
 		in:      plan.Input{Target: 2, Strategy: defaults, Clusters: with(with(fleet(2), "m1", func(c *plan.Cluster) { c.Current = true }), "m2", func(c *plan.Cluster) { c.Current, c.Ready = true, false })},
 		unavail: 1, surge: 1,
