@@ -9,9 +9,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
-	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -409,7 +409,9 @@ func (s *suite) manyPlacements(ctx context.Context) error {
 	if err := s.b.waitEvery(ctx, "every placement to be Available", 5*time.Second, func() bool {
 		available, notYet = s.countAvailable("bg-")
 		return available == o.placements
-	}, func() string { return fmt.Sprintf("%d of %d placements Available (%d not)", available, o.placements, notYet) }); err != nil {
+	}, func() string {
+		return fmt.Sprintf("%d of %d placements Available (%d not)", available, o.placements, notYet)
+	}); err != nil {
 		return err
 	}
 	took := time.Since(at)
