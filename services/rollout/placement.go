@@ -132,9 +132,9 @@ func (r *rollout) scheduled(ctx context.Context, tx pgx.Tx, p *events.PlacementS
 }
 
 // reported records an apply worker's report when it answers the work the
-// cluster holds, and re-plans the placement: a cluster becoming available
-// may free budget for the next.
-func (r *rollout) reported(ctx context.Context, tx pgx.Tx, m bus.Meta, p *events.WorkReported, now time.Time) error {
+// cluster holds, and has the batch re-plan the placement at its end: a cluster
+// becoming available may free budget for the next.
+func (r *rollout) reported(ctx context.Context, tx pgx.Tx, m bus.Meta, p *events.WorkReported, now time.Time, later *reconciles) error {
 	row, err := lockPlacement(ctx, tx, p.Placement, lockExisting, now)
 	if err != nil || row == nil {
 		return err
@@ -170,7 +170,9 @@ func (r *rollout) reported(ctx context.Context, tx pgx.Tx, m bus.Meta, p *events
 	if err := saveCluster(ctx, tx, p.Placement, c); err != nil {
 		return err
 	}
-	return r.reconcile(ctx, tx, row, now)
+	// Reconciled once at the end of the batch, with the batch's other reports on it.
+	later.add(ctx, p.Placement)
+	return nil
 }
 
 // summarise keeps what readiness needs of a report.
