@@ -135,8 +135,8 @@ func (r *rollout) scheduled(ctx context.Context, tx pgx.Tx, p *events.PlacementS
 // cluster holds, and has the batch re-plan the placement at its end: a cluster
 // becoming available may free budget for the next.
 func (r *rollout) reported(ctx context.Context, tx pgx.Tx, m bus.Meta, p *events.WorkReported, now time.Time, later *reconciles) error {
-	row, err := lockPlacement(ctx, tx, p.Placement, lockExisting, now)
-	if err != nil || row == nil {
+	exists, err := lockPlacementOnly(ctx, tx, p.Placement)
+	if err != nil || !exists {
 		return err
 	}
 	c, err := loadCluster(ctx, tx, p.Placement, p.Cluster)

@@ -58,6 +58,8 @@ type proc struct {
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	peakRSS int64
+	cpu     time.Duration // CPU time (user + system) of the incarnations that exited
+	last    time.Duration // of the current incarnation, as last sampled
 	stopped bool
 }
 
@@ -93,13 +95,17 @@ func (p *proc) sample(pid int, exited <-chan struct{}) {
 	t := time.NewTicker(500 * time.Millisecond)
 	defer t.Stop()
 	for {
-		if v := procStatusOf(pid, "VmHWM"); v > 0 {
-			p.mu.Lock()
-			p.peakRSS = max(p.peakRSS, v)
-			p.mu.Unlock()
-		}
+		v, cpu := procStatusOf(pid, "VmHWM"), cpuTime(pid)
+		p.mu.Lock()
+		p.peakRSS = max(p.peakRSS, v)
+		p.last = max(p.last, cpu)
+		p.mu.Unlock()
 		select {
 		case <-exited:
+			p.mu.Lock()
+			p.cpu += p.last
+			p.last = 0
+			p.mu.Unlock()
 			return
 		case <-t.C:
 		}
@@ -114,6 +120,16 @@ func (p *proc) peak() int64 {
 		p.peakRSS = max(p.peakRSS, procStatusOf(p.cmd.Process.Pid, "VmHWM"))
 	}
 	return p.peakRSS
+}
+
+// cpuUsed is the CPU time (user + system) of every incarnation so far.
+func (p *proc) cpuUsed() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd != nil && !p.stopped {
+		p.last = max(p.last, cpuTime(p.cmd.Process.Pid))
+	}
+	return p.cpu + p.last
 }
 
 // exitedCh is closed when the current incarnation exits.
@@ -132,6 +148,7 @@ func (p *proc) stop() {
 		return
 	}
 	p.peakRSS = max(p.peakRSS, procStatusOf(cmd.Process.Pid, "VmHWM"))
+	p.last = max(p.last, cpuTime(cmd.Process.Pid))
 	p.stopped = true
 	p.mu.Unlock()
 	_ = cmd.Process.Signal(syscall.SIGTERM)
@@ -185,6 +202,27 @@ func procStatusOf(pid int, field string) int64 {
 		}
 	}
 	return 0
+}
+
+// cpuTime is the user and system CPU time of process pid (/proc/<pid>/stat, in clock
+// ticks of 1/100 s, Linux's USER_HZ); 0 when unknown.
+func cpuTime(pid int) time.Duration {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// The command name, in parentheses, may hold spaces: the fields count from after it.
+	_, rest, ok := strings.Cut(string(data), ") ")
+	if !ok {
+		return 0
+	}
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
 // cleanEnv is this process's environment without the settings that would point a

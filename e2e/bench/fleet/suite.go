@@ -365,7 +365,7 @@ func (s *suite) manyPlacements(ctx context.Context) error {
 		return nil
 	}
 	fmt.Fprintf(s.progress, "creating %d placements, PickN %d each\n", o.placements, o.pick)
-	before := s.consumerSeqs(ctx)
+	before, cpuBefore := s.consumerSeqs(ctx), s.cpuUsed()
 	reportsBefore := s.b.fleet.Stats().Reports
 	at := time.Now()
 	var names []string
@@ -415,15 +415,26 @@ func (s *suite) manyPlacements(ctx context.Context) error {
 		return err
 	}
 	took := time.Since(at)
-	after := s.consumerSeqs(ctx)
+	after, cpuAfter := s.consumerSeqs(ctx), s.cpuUsed()
 	s.add(row{scenario: fmt.Sprintf("%s placements, PickN %d each (%s bindings), to Available", count(o.placements), o.pick, count(want)),
 		ours: fmt.Sprintf("%s (%.0f placements/s)", dur(took), float64(o.placements)/took.Seconds()), kubefleet: "-", goal: "-"})
 	s.add(row{scenario: "  applied with fleetctl / last member report", ours: dur(applied) + " / " + dur(reported), kubefleet: "-", goal: "-"})
 	for _, name := range []string{bus.ConsumerScheduler, bus.ConsumerRollout, bus.ConsumerStatus} {
 		n := after[name] - before[name]
-		s.add(row{scenario: "  events/s through the " + name + " consumer in that burst", ours: fmt.Sprintf("%.0f (%d events)", float64(n)/took.Seconds(), n), kubefleet: "-", goal: "-"})
+		s.add(row{scenario: "  events/s through the " + name + " consumer in that burst (its CPU time)",
+			ours: fmt.Sprintf("%.0f (%d events, CPU %s)", float64(n)/took.Seconds(), n, dur(cpuAfter[name]-cpuBefore[name])), kubefleet: "-", goal: "-"})
 	}
 	return nil
+}
+
+// cpuUsed is the CPU time each service has used so far, by consumer name (each
+// service's consumer is named after it).
+func (s *suite) cpuUsed() map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for _, name := range hubServiceNames {
+		out[name] = s.services[name].cpuUsed()
+	}
+	return out
 }
 
 // consumerSeqs is how many deliveries each hub consumer has acknowledged.
@@ -609,7 +620,7 @@ func (s *suite) finalRows(ctx context.Context) {
 		}
 		peak := p.peak()
 		total += peak
-		s.add(row{scenario: "peak RSS of " + p.name, ours: bytesString(peak), kubefleet: "-", goal: "-"})
+		s.add(row{scenario: "peak RSS / CPU time of " + p.name, ours: bytesString(peak) + " / " + dur(p.cpuUsed()), kubefleet: "-", goal: "-"})
 	}
 	s.add(row{scenario: "peak RSS, all services together (nats-server included)", ours: bytesString(total),
 		kubefleet: "hub agent 16-24 GB", ratio: ratio(16<<30, total), goal: underBytes(total, 1<<30)})
