@@ -47,7 +47,7 @@ bench: deps kube-bins ## benchmarks: the Go benchmarks, then placement latency a
 
 .PHONY: bench-scale
 bench-scale: deps ## KubeFleet's scale scenarios against 1,000 (then 5,000) simulated members, one table beside KubeFleet's figures (e2e/bench/fleet)
-	go run ./e2e/bench/fleet -suite -members 1000 -pick 100 -timeout 10m $(SCALE_FLAGS)
+	go run ./e2e/bench/fleet -suite -members 1000 -pick 100 -timeout 3m $(SCALE_FLAGS)
 
 .PHONY: fuzz
 fuzz: ## every fuzz target for FUZZTIME (60s) each, one at a time (FUZZ=regexp picks targets)
