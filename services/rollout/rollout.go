@@ -43,6 +43,16 @@ const (
 	DefaultTick            = 100 * time.Millisecond
 )
 
+// burstBatch and burstBatchBytes bound a batch of events (bus.WithBatchLimits): in a
+// burst of reports on many placements, a batch of 100 held about one report per
+// placement, so each report still cost a reconcile of its placement; batches of up to 500
+// hold several per placement, reconciled once (reconcileLater). A batch is only what has
+// arrived, so a quiet bus still hands over each event at once.
+const (
+	burstBatch      = 500
+	burstBatchBytes = 8 << 20
+)
+
 // Config configures the rollout service.
 type Config struct {
 	service.Options
@@ -148,7 +158,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	return env.Run(ctx,
 		func(ctx context.Context) error {
 			return bus.ConsumeBatches(ctx, env.JS, bus.StreamEvents, consumer, r.handle,
-				env.ConsumeOptions(consumer, bus.WithValidator(events.Admit), env.Observed(bus.StreamEvents, consumer))...)
+				env.ConsumeOptions(consumer, bus.WithBatchLimits(burstBatch, burstBatchBytes), bus.WithValidator(events.Admit), env.Observed(bus.StreamEvents, consumer))...)
 		},
 		r.runTimers,
 		r.collectBlobs,

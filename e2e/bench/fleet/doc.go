@@ -5,7 +5,8 @@ package main
 // 60 s heartbeat, applies taking 50-500 ms, no failures, a namespace of 10 objects (a
 // Deployment, a Service, 7 ConfigMaps).
 //
-// 1,000 members, PickN 100 (make bench-scale; the second line with -consumers shared):
+// 1,000 members, PickN 100 (go run ./e2e/bench/fleet -members 1000 -pick 100, all in one
+// process; the second line with -consumers shared):
 //
 //	consumers    joined+1st beat  hub took them in  decision  last report  Applied+Available  peak RSS  goroutines
 //	per member   3.4 s            3.4 s             32 ms     629 ms       1.7 s              237 MiB   9,147

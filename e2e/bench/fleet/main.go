@@ -9,7 +9,12 @@
 // process's peak resident memory and CPU time, and the largest messages seen on the bus
 // (a plain subscription on ">"), with what the streams hold. It stops everything it started.
 //
-//	go run ./e2e/bench/fleet -members 1000 -pick 100     # or: make bench-scale
+// With -suite (make bench-scale) it runs KubeFleet's scale scenarios instead, nats-server
+// and each hub service its own process (built from this tree), and prints one table beside
+// KubeFleet's figures: see suite.go and doc.go.
+//
+//	go run ./e2e/bench/fleet -suite                      # make bench-scale
+//	go run ./e2e/bench/fleet -members 1000 -pick 100     # one placement
 //	go run ./e2e/bench/fleet -members 5000 -pick 0       # PickAll
 //	go run ./e2e/bench/fleet -members 5000 -hub=false    # the simulated fleet alone, on NATS
 //
