@@ -97,8 +97,8 @@ func main() {
 	flag.IntVar(&o.runs, "runs", 10, "with -suite: runs of the single PickN placement, alone and with -placements present")
 	flag.IntVar(&o.placements, "placements", 1000, "with -suite: placements present (PickN -pick each) for the second round of runs and the restarts")
 	flag.IntVar(&o.bigMembers, "big-members", 5000, "with -suite: members in all for the PickAll placement at the end (more join); at most -members skips it")
-	flag.DurationVar(&o.burstTimeout, "burst-timeout", 12*time.Minute, "with -suite: how long to wait for the -placements placements to be Available")
-	flag.DurationVar(&o.bigTimeout, "big-timeout", 5*time.Minute, "with -suite: how long to wait for PickAll over -big-members")
+	flag.DurationVar(&o.burstTimeout, "burst-timeout", 18*time.Minute, "with -suite: how long to wait for the -placements placements to be Available")
+	flag.DurationVar(&o.bigTimeout, "big-timeout", 3*time.Minute, "with -suite: how long to wait for PickAll over -big-members")
 	flag.Parse()
 	if o.members < 1 || o.pick < 0 || o.objects < 3 {
 		fmt.Fprintln(os.Stderr, "fleet: -members must be at least 1, -pick at least 0, -objects at least 3")
