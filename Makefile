@@ -11,7 +11,7 @@ LATENCY_FLAGS ?=
 # How long make fuzz runs each fuzz target, and make test's brief pass of them.
 FUZZTIME ?= 60s
 TEST_FUZZTIME ?= 2s
-# Flags of the fleet benchmark in make bench-scale, e.g. SCALE_FLAGS="-members 5000 -pick 0 -nats-max-consumers 10000".
+# Flags of the fleet benchmark suite in make bench-scale, e.g. SCALE_FLAGS="-placements 200 -big-members 0".
 SCALE_FLAGS ?=
 KUBE_BINS = $(shell bash hack/kube-bins.sh)
 
@@ -46,8 +46,8 @@ bench: deps kube-bins ## benchmarks: the Go benchmarks, then placement latency a
 	FLOTILLA_KUBE_BIN_DIR=$(KUBE_BINS) go run ./e2e/bench/latency $(LATENCY_FLAGS)
 
 .PHONY: bench-scale
-bench-scale: deps ## the hub against 1,000 simulated members: join, a PickN 100 placement, memory, largest message (e2e/bench/fleet)
-	go run ./e2e/bench/fleet -members 1000 -pick 100 -timeout 5m $(SCALE_FLAGS)
+bench-scale: deps ## KubeFleet's scale scenarios against 1,000 (then 5,000) simulated members, one table beside KubeFleet's figures (e2e/bench/fleet)
+	go run ./e2e/bench/fleet -suite -members 1000 -pick 100 -timeout 3m $(SCALE_FLAGS)
 
 .PHONY: fuzz
 fuzz: ## every fuzz target for FUZZTIME (60s) each, one at a time (FUZZ=regexp picks targets)

@@ -132,11 +132,11 @@ func (r *rollout) scheduled(ctx context.Context, tx pgx.Tx, p *events.PlacementS
 }
 
 // reported records an apply worker's report when it answers the work the
-// cluster holds, and re-plans the placement: a cluster becoming available
-// may free budget for the next.
-func (r *rollout) reported(ctx context.Context, tx pgx.Tx, m bus.Meta, p *events.WorkReported, now time.Time) error {
-	row, err := lockPlacement(ctx, tx, p.Placement, lockExisting, now)
-	if err != nil || row == nil {
+// cluster holds, and has the batch re-plan the placement at its end: a cluster
+// becoming available may free budget for the next.
+func (r *rollout) reported(ctx context.Context, tx pgx.Tx, m bus.Meta, p *events.WorkReported, now time.Time, later *reconciles) error {
+	exists, err := lockPlacementOnly(ctx, tx, p.Placement)
+	if err != nil || !exists {
 		return err
 	}
 	c, err := loadCluster(ctx, tx, p.Placement, p.Cluster)
@@ -170,7 +170,9 @@ func (r *rollout) reported(ctx context.Context, tx pgx.Tx, m bus.Meta, p *events
 	if err := saveCluster(ctx, tx, p.Placement, c); err != nil {
 		return err
 	}
-	return r.reconcile(ctx, tx, row, now)
+	// Reconciled once at the end of the batch, with the batch's other reports on it.
+	later.add(ctx, p.Placement)
+	return nil
 }
 
 // summarise keeps what readiness needs of a report.

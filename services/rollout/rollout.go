@@ -43,6 +43,16 @@ const (
 	DefaultTick            = 100 * time.Millisecond
 )
 
+// burstBatch and burstBatchBytes bound a batch of events (bus.WithBatchLimits): in a
+// burst of reports on many placements, a batch of 100 held about one report per
+// placement, so each report still cost a reconcile of its placement; batches of up to 500
+// hold several per placement, reconciled once (reconcileLater). A batch is only what has
+// arrived, so a quiet bus still hands over each event at once.
+const (
+	burstBatch      = 500
+	burstBatchBytes = 8 << 20
+)
+
 // Config configures the rollout service.
 type Config struct {
 	service.Options
@@ -148,7 +158,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	return env.Run(ctx,
 		func(ctx context.Context) error {
 			return bus.ConsumeBatches(ctx, env.JS, bus.StreamEvents, consumer, r.handle,
-				env.ConsumeOptions(consumer, bus.WithValidator(events.Admit), env.Observed(bus.StreamEvents, consumer))...)
+				env.ConsumeOptions(consumer, bus.WithBatchLimits(burstBatch, burstBatchBytes), bus.WithValidator(events.Admit), env.Observed(bus.StreamEvents, consumer))...)
 		},
 		r.runTimers,
 		r.collectBlobs,
@@ -223,10 +233,11 @@ func (r *rollout) handle(ctx context.Context, batch []bus.Delivery) error {
 	if len(evs) == 0 {
 		return nil
 	}
-	ran, err := inbox.HandleBatch(ctx, r.env.Pool, consumer, evs, func(ctx context.Context, tx pgx.Tx, i int) error {
+	var later reconciles
+	ran, err := inbox.HandleBatchThen(ctx, r.env.Pool, consumer, evs, func(ctx context.Context, tx pgx.Tx, i int) error {
 		// Within the event's trace, which the work and progress it causes carry on.
-		return r.apply(kept[i].Context(ctx), tx, evs[i], metas[i], payloads[i])
-	})
+		return r.apply(kept[i].Context(ctx), tx, evs[i], metas[i], payloads[i], &later)
+	}, func(ctx context.Context, tx pgx.Tx) error { return r.reconcileLater(ctx, tx, &later) })
 	if err != nil {
 		return err
 	}
@@ -242,7 +253,7 @@ func (r *rollout) handle(ctx context.Context, batch []bus.Delivery) error {
 }
 
 // apply changes the rollout's state for one event.
-func (r *rollout) apply(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, m bus.Meta, payload any) error {
+func (r *rollout) apply(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, m bus.Meta, payload any, later *reconciles) error {
 	now := r.now()
 	switch p := payload.(type) {
 	case *events.HubResourceUpserted:
@@ -256,7 +267,7 @@ func (r *rollout) apply(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, m 
 	case *events.PlacementScheduledV2:
 		return r.scheduled(ctx, tx, p, now)
 	case *events.WorkReported:
-		return r.reported(ctx, tx, m, p, now)
+		return r.reported(ctx, tx, m, p, now, later)
 	case *events.OverrideUpserted:
 		return r.upsertOverride(ctx, tx, ev.ID(), m, p, now)
 	case *events.OverrideDeleted:
@@ -273,6 +284,44 @@ func (r *rollout) apply(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, m 
 		return r.memberUpdated(ctx, tx, m, &p.Member, now)
 	case *events.MemberLeft:
 		return r.memberChanged(ctx, tx, m, p.Name, true, p.LeavePolicy)
+	}
+	return nil
+}
+
+// reconciles are the placements a batch's reports changed, reconciled once each at the
+// end of the batch (reconcileLater) rather than once per report: a burst of 100 reports
+// on one placement loads its clusters and plans its rollout once, not 100 times. Each
+// placement keeps the context of its last report, whose trace the reconcile carries on.
+type reconciles struct {
+	order []string
+	ctxs  map[string]context.Context
+}
+
+func (l *reconciles) add(ctx context.Context, placement string) {
+	if l.ctxs == nil {
+		l.ctxs = map[string]context.Context{}
+	}
+	if _, ok := l.ctxs[placement]; !ok {
+		l.order = append(l.order, placement)
+	}
+	l.ctxs[placement] = ctx
+}
+
+// reconcileLater reconciles the placements of later, in the batch's transaction, from
+// their rows as the batch left them.
+func (r *rollout) reconcileLater(ctx context.Context, tx pgx.Tx, later *reconciles) error {
+	for _, name := range later.order {
+		now := r.now()
+		row, err := lockPlacement(ctx, tx, name, lockExisting, now)
+		if err != nil {
+			return err
+		}
+		if row == nil {
+			continue
+		}
+		if err := r.reconcile(later.ctxs[name], tx, row, now); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -95,6 +95,22 @@ func lockPlacement(ctx context.Context, tx pgx.Tx, name string, mode lockMode, n
 	return &p, nil
 }
 
+// lockPlacementOnly takes the placement row's lock as lockPlacement does (lockExisting)
+// without reading the row: a report needs the lock, not the spec and decision, which
+// the batch's reconcile reads once for all its reports on the placement. It reports
+// whether the row exists.
+func lockPlacementOnly(ctx context.Context, tx pgx.Tx, name string) (bool, error) {
+	var one int
+	err := tx.QueryRow(ctx, `select 1 from rollout_placements where name = $1 for update`, name).Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("lock placement %s: %w", name, err)
+	}
+	return true, nil
+}
+
 // savePlacement writes what reconcile changes on the row.
 func savePlacement(ctx context.Context, tx pgx.Tx, p *placementRow) error {
 	_, err := tx.Exec(ctx, `

@@ -198,7 +198,8 @@ func (s *Scheduler) upsertMember(ctx context.Context, tx pgx.Tx, ev cloudevents.
 	if err := s.bumpFleet(ctx, tx); err != nil {
 		return err
 	}
-	return s.rescheduleAll(ctx, tx, ev)
+	s.rescheduleLater(ctx, ev)
+	return nil
 }
 
 func (s *Scheduler) leaveMember(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, seq int64, name string) error {
@@ -222,7 +223,8 @@ func (s *Scheduler) leaveMember(ctx context.Context, tx pgx.Tx, ev cloudevents.E
 	if err := s.bumpFleet(ctx, tx); err != nil {
 		return err
 	}
-	return s.rescheduleAll(ctx, tx, ev)
+	s.rescheduleLater(ctx, ev)
+	return nil
 }
 
 // receivedAt is when the bus received a message: the JetStream message's time, but
@@ -282,5 +284,6 @@ func (s *Scheduler) heartbeat(ctx context.Context, tx pgx.Tx, ev cloudevents.Eve
 	if err := s.bumpFleet(ctx, tx); err != nil {
 		return true, err
 	}
-	return true, s.rescheduleAll(ctx, tx, ev)
+	s.rescheduleLater(ctx, ev)
+	return true, nil
 }

@@ -126,6 +126,13 @@ func (s *Scheduler) deletePlacement(ctx context.Context, tx pgx.Tx, ev cloudeven
 		published{decision: prev}, d, false)
 }
 
+// rescheduleLater has the batch re-decide every placement at its end (handle), after
+// ev changed the members: a batch of 100 joins re-decides the placements once, not 100
+// times (with 1,000 placements, 4,000 members joining took the scheduler minutes).
+func (s *Scheduler) rescheduleLater(ctx context.Context, ev cloudevents.Event) {
+	s.reschedule = &rescheduling{ctx: ctx, ev: ev}
+}
+
 // rescheduleAll re-decides every placement after a change to the members.
 // Rows are locked in name order, so concurrent replicas cannot deadlock.
 func (s *Scheduler) rescheduleAll(ctx context.Context, tx pgx.Tx, ev cloudevents.Event) error {

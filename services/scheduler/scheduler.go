@@ -69,11 +69,21 @@ func (s *Scheduler) handle(ctx context.Context, batch []bus.Delivery) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var dirtyMembers bool
-	ran, err := inbox.HandleBatch(ctx, s.env.Pool, consumer, evs, func(ctx context.Context, tx pgx.Tx, i int) error {
+	s.reschedule = nil
+	ran, err := inbox.HandleBatchThen(ctx, s.env.Pool, consumer, evs, func(ctx context.Context, tx pgx.Tx, i int) error {
 		// Within the event's trace, which the decisions it causes carry on.
 		changed, err := s.apply(batch[i].Context(ctx), tx, evs[i], batch[i].Meta, payloads[i], exclusive)
 		dirtyMembers = dirtyMembers || changed
 		return err
+	}, func(ctx context.Context, tx pgx.Tx) error {
+		// The members changed: every placement re-decided once, in the trace of the
+		// last event that changed them.
+		r := s.reschedule
+		s.reschedule = nil
+		if r == nil {
+			return nil
+		}
+		return s.rescheduleAll(r.ctx, tx, r.ev)
 	})
 	if err != nil {
 		if dirtyMembers {

@@ -83,6 +83,16 @@ func auditRetention(keep time.Duration) retention.Rule {
 // consumer names the status service's durable consumer and its inbox rows.
 const consumer = bus.ConsumerStatus
 
+// burstBatch and burstBatchBytes bound a batch of events (bus.WithBatchLimits): in a
+// burst of reports on many placements, a batch of 100 held about one report per
+// placement, so each report still cost loading and folding its placement's whole status;
+// batches of up to 500 hold several per placement, folded once (flush). A batch is only
+// what has arrived, so a quiet bus still hands over each event at once.
+const (
+	burstBatch      = 500
+	burstBatchBytes = 8 << 20
+)
+
 // server is a running status service.
 type server struct {
 	pool   *pgxpool.Pool
@@ -117,7 +127,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			// type on a subject it may not use (forged with another member's
 			// credentials) is dead-lettered, neither recorded nor folded.
 			return bus.ConsumeBatches(ctx, env.JS, bus.StreamEvents, consumer, s.handle,
-				env.ConsumeOptions(consumer, bus.WithValidator(events.CheckSubject), env.Observed(bus.StreamEvents, consumer))...)
+				env.ConsumeOptions(consumer, bus.WithBatchLimits(burstBatch, burstBatchBytes), bus.WithValidator(events.CheckSubject), env.Observed(bus.StreamEvents, consumer))...)
 		},
 		func(ctx context.Context) error { return s.serveQueries(ctx, env.NC) },
 	)

@@ -380,9 +380,30 @@ func policyName(pick int) string {
 // ConfigMaps, objects in all with the Namespace) and a placement of it: PickAll, or PickN
 // spread evenly over the zones and preferring production members.
 func placementYAML(pick, objects int) string {
+	return placementSpec{name: placementName, namespace: namespace, pick: pick, objects: objects}.yaml()
+}
+
+// placementSpec is a namespace of objects and a placement of it.
+type placementSpec struct {
+	name, namespace string
+	// pick is PickN's numberOfClusters; 0 is PickAll.
+	pick int
+	// objects counts the Namespace, a Deployment, a Service and ConfigMaps for the rest;
+	// 2 or fewer is the Namespace and one ConfigMap.
+	objects int
+	// only, when set, is a label (key=value) a cluster must have to be picked.
+	only string
+	// version is in the ConfigMaps' data: a new one changes every object but the others.
+	version string
+}
+
+func (p placementSpec) yaml() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: %s\n", namespace)
-	fmt.Fprintf(&b, `---
+	fmt.Fprintf(&b, "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: %s\n", p.namespace)
+	configMaps := 1
+	if p.objects > 2 {
+		configMaps = p.objects - 3
+		fmt.Fprintf(&b, `---
 apiVersion: apps/v1
 kind: Deployment
 metadata:
@@ -409,12 +430,13 @@ spec:
   selector: {app: web}
   ports:
     - port: 80
-`, namespace)
-	for i := range objects - 3 {
-		fmt.Fprintf(&b, "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: config-%d\n  namespace: %s\ndata:\n  key: value-%d\n", i+1, namespace, i+1)
+`, p.namespace)
+	}
+	for i := range configMaps {
+		fmt.Fprintf(&b, "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: config-%d\n  namespace: %s\ndata:\n  key: value-%d%s\n", i+1, p.namespace, i+1, p.version)
 	}
 	policy := "  policy:\n    placementType: PickAll\n"
-	if pick > 0 {
+	if p.pick > 0 {
 		policy = fmt.Sprintf(`  policy:
     placementType: PickN
     numberOfClusters: %d
@@ -429,7 +451,15 @@ spec:
       - maxSkew: 1
         topologyKey: %s
         whenUnsatisfiable: DoNotSchedule
-`, pick, sim.EnvironmentLabel, sim.ZoneLabel)
+`, p.pick, sim.EnvironmentLabel, sim.ZoneLabel)
+	} else if key, value, ok := strings.Cut(p.only, "="); ok {
+		policy += fmt.Sprintf(`    affinity:
+      clusterAffinity:
+        requiredDuringSchedulingIgnoredDuringExecution:
+          clusterSelectorTerms:
+            - labelSelector:
+                matchLabels: {%s: %s}
+`, key, value)
 	}
 	fmt.Fprintf(&b, `---
 apiVersion: placement.kubernetes-fleet.io/v1beta1
@@ -442,7 +472,7 @@ spec:
       version: v1
       kind: Namespace
       name: %s
-%s`, placementName, namespace, policy)
+%s`, p.name, p.namespace, policy)
 	return b.String()
 }
 

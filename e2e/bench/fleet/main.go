@@ -9,7 +9,12 @@
 // process's peak resident memory and CPU time, and the largest messages seen on the bus
 // (a plain subscription on ">"), with what the streams hold. It stops everything it started.
 //
-//	go run ./e2e/bench/fleet -members 1000 -pick 100     # or: make bench-scale
+// With -suite (make bench-scale) it runs KubeFleet's scale scenarios instead, nats-server
+// and each hub service its own process (built from this tree), and prints one table beside
+// KubeFleet's figures: see suite.go and doc.go.
+//
+//	go run ./e2e/bench/fleet -suite                      # make bench-scale
+//	go run ./e2e/bench/fleet -members 1000 -pick 100     # one placement
 //	go run ./e2e/bench/fleet -members 5000 -pick 0       # PickAll
 //	go run ./e2e/bench/fleet -members 5000 -hub=false    # the simulated fleet alone, on NATS
 //
@@ -58,6 +63,13 @@ type options struct {
 	keep           bool
 	logLevel       string
 	cpuProfile     string
+	// The suite's (-suite).
+	suite        bool
+	runs         int
+	placements   int
+	bigMembers   int
+	bigTimeout   time.Duration
+	burstTimeout time.Duration
 }
 
 func main() {
@@ -81,13 +93,27 @@ func main() {
 	flag.BoolVar(&o.keep, "keep", false, "keep the data dir at the end")
 	flag.StringVar(&o.logLevel, "log-level", "warn", "level of the services' and simulator's log (<data-dir>/flotilla.log)")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole process (hub services, NATS, fleet) from the placement on to this file")
+	flag.BoolVar(&o.suite, "suite", false, "run KubeFleet's scale scenarios, each hub service its own process, and print one table beside KubeFleet's figures")
+	flag.IntVar(&o.runs, "runs", 10, "with -suite: runs of the single PickN placement, alone and with -placements present")
+	flag.IntVar(&o.placements, "placements", 1000, "with -suite: placements present (PickN -pick each) for the second round of runs and the restarts")
+	flag.IntVar(&o.bigMembers, "big-members", 5000, "with -suite: members in all for the PickAll placement at the end (more join); at most -members skips it")
+	flag.DurationVar(&o.burstTimeout, "burst-timeout", 18*time.Minute, "with -suite: how long to wait for the -placements placements to be Available")
+	flag.DurationVar(&o.bigTimeout, "big-timeout", 3*time.Minute, "with -suite: how long to wait for PickAll over -big-members")
 	flag.Parse()
 	if o.members < 1 || o.pick < 0 || o.objects < 3 {
 		fmt.Fprintln(os.Stderr, "fleet: -members must be at least 1, -pick at least 0, -objects at least 3")
 		os.Exit(2)
 	}
+	if o.suite && (o.pick < 1 || o.pick > o.members || o.runs < 1 || o.placements < 0) {
+		fmt.Fprintln(os.Stderr, "fleet: with -suite, -pick must be between 1 and -members, -runs at least 1, -placements at least 0")
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, o, os.Stdout, os.Stderr)
+	runner := run
+	if o.suite {
+		runner = runSuite
+	}
+	err := runner(ctx, o, os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "fleet: %v\n", err)

@@ -2,8 +2,10 @@ package main
 
 import (
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/services/fleetctl/input"
@@ -59,5 +61,63 @@ func TestClassifyNamesWhatAMessageIs(t *testing.T) {
 	}
 	if got := headerBytes(nats.Header{"Ce-Id": {"abc"}}); got != len("NATS/1.0\r\nCe-Id: abc\r\n\r\n") {
 		t.Errorf("headerBytes = %d", got)
+	}
+}
+
+// The table's figures: percentiles by nearest rank, counts with separators, ratios.
+func TestSuiteFigures(t *testing.T) {
+	runs := []time.Duration{9, 1, 8, 2, 7, 3, 6, 4, 5, 10}
+	if got := percentile(runs, 50); got != 5 {
+		t.Errorf("p50 = %d, want 5", got)
+	}
+	if got := percentile(runs, 90); got != 9 {
+		t.Errorf("p90 = %d, want 9", got)
+	}
+	if got := percentile(runs[:1], 90); got != 9 {
+		t.Errorf("p90 of one run = %d, want 9", got)
+	}
+	for n, want := range map[int]string{7: "7", 1000: "1,000", 100000: "100,000", 5000: "5,000"} {
+		if got := count(n); got != want {
+			t.Errorf("count(%d) = %q, want %q", n, got, want)
+		}
+	}
+	if got := ratio(20*time.Second, 2*time.Second); got != "10x" {
+		t.Errorf("ratio = %q, want 10x", got)
+	}
+	if got := ratio(20*time.Second, 0); got != "-" {
+		t.Errorf("ratio over nothing = %q, want -", got)
+	}
+}
+
+// A placement counts as done when it is Applied and Available everywhere for its
+// generation, and, after a hub change, at the new resource snapshot on every cluster.
+func TestPlacementDone(t *testing.T) {
+	cond := func(t string) metav1.Condition {
+		return metav1.Condition{Type: t, Status: metav1.ConditionTrue, ObservedGeneration: 2}
+	}
+	cluster := func(name, index string) api.ResourcePlacementStatus {
+		return api.ResourcePlacementStatus{ClusterName: name, ObservedResourceIndex: index, Conditions: []metav1.Condition{
+			cond(string(api.PerClusterAppliedConditionType)), cond(string(api.PerClusterAvailableConditionType))}}
+	}
+	crp := &api.ClusterResourcePlacement{ObjectMeta: metav1.ObjectMeta{Generation: 2}}
+	crp.Status.ObservedResourceIndex = "1"
+	crp.Status.Conditions = []metav1.Condition{cond(string(api.ClusterResourcePlacementAppliedConditionType)), cond(string(api.ClusterResourcePlacementAvailableConditionType))}
+	crp.Status.PlacementStatuses = []api.ResourcePlacementStatus{cluster("a", "1"), cluster("b", "0")}
+	if !placementDone(crp, 2, "") {
+		t.Error("not done, though Applied and Available on both clusters")
+	}
+	if placementDone(crp, 3, "") {
+		t.Error("done on 2 of 3 clusters")
+	}
+	if placementDone(crp, 2, "0") {
+		t.Error("done after the change, though cluster b is still at snapshot 0")
+	}
+	crp.Status.PlacementStatuses[1].ObservedResourceIndex = "1"
+	if !placementDone(crp, 2, "0") {
+		t.Error("not done after the change, though both clusters are at snapshot 1")
+	}
+	crp.Generation = 3
+	if placementDone(crp, 2, "") {
+		t.Error("done for an older generation")
 	}
 }
