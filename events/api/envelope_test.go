@@ -131,4 +131,10 @@ func TestValidateHubResource(t *testing.T) {
 	if !strings.Contains(ValidateHubResource(&unstructured.Unstructured{Object: map[string]any{}}).Error(), "apiVersion: is required") {
 		t.Error("missing apiVersion not reported")
 	}
+	// The selection and the hub store would key such an object differently (found by
+	// FuzzHubManifest): it is refused at the door.
+	for _, v := range []string{"//", "apps/", "a/b/c"} {
+		bad := &unstructured.Unstructured{Object: map[string]any{"apiVersion": v, "kind": "ConfigMap", "metadata": map[string]any{"name": "c"}}}
+		assertErrors(t, Validate(bad), []string{fmt.Sprintf("apiVersion: %q is not a valid group/version", v)})
+	}
 }

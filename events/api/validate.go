@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/validate/content"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -191,8 +192,10 @@ const MaxObjectBytes = 3 << 19
 // apiVersion, kind and a name, and a ConfigMap envelope must hold manifests.
 func ValidateHubResource(u *unstructured.Unstructured) ErrorList {
 	var p problems
-	if u.GetAPIVersion() == "" {
+	if v := u.GetAPIVersion(); v == "" {
 		p.add(ErrorTypeRequired, field.NewPath("apiVersion"), "is required")
+	} else if gv, err := schema.ParseGroupVersion(v); err != nil || gv.Version == "" {
+		p.add(ErrorTypeInvalid, field.NewPath("apiVersion"), "%q is not a valid group/version", v)
 	}
 	if u.GetKind() == "" {
 		p.add(ErrorTypeRequired, field.NewPath("kind"), "is required")
