@@ -169,6 +169,7 @@ func subjectsFor(member, victim string) (own, others []string) {
 		must(events.RolloutSubject(sharedPlacement)),
 		must(events.StatusSubject(sharedPlacement)),
 		must(events.OutboxSubject(sharedPlacement)),
+		must(events.StagedUpdateSubject(events.StagedUpdateKey{Kind: api.ClusterApprovalRequestKind, Name: "run-before-production"})),
 		bus.DeadLetterSubject(bus.ApplyUserPrefix + token(victim)),
 		bus.DeadLetterSubject(bus.ConsumerScheduler),
 		// Inboxes: a reply forged into another's request.
@@ -237,6 +238,10 @@ func forgeries(typ, attacker, victim string) []forgery {
 		// Overrides are the operator's, like placements: forged as published.
 		events.TypeOverrideUpserted: {{"victim", goldenPayload("override.upserted.v1")}},
 		events.TypeOverrideDeleted:  {{"victim", goldenPayload("override.deleted.v1")}},
+		// Staged update runs and their approvals are the operator's too.
+		events.TypeStagedUpdateUpserted:    {{"victim", goldenPayload("stagedupdate.upserted.v1")}},
+		events.TypeStagedUpdateDeleted:     {{"victim", goldenPayload("stagedupdate.deleted.v1")}},
+		events.TypeApprovalRequestApproved: {{"victim", goldenPayload("approvalrequest.approved.v1")}},
 		events.TypeWorkRemoved: {
 			{"victim", events.WorkRemoved{Cluster: victim, Placement: sharedPlacement, TombstoneSequence: 1, RemovedAt: now}},
 			{"self", events.WorkRemoved{Cluster: attacker, Placement: sharedPlacement, TombstoneSequence: 1, RemovedAt: now}}},
