@@ -121,22 +121,46 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, o options, out, progress io.Writer) (err error) {
+// workspace is a run's data directory and the log written in it.
+type workspace struct {
+	dir  string
+	log  *slog.Logger
+	logf *os.File
+	done func(error)
+}
+
+// openWorkspace makes (or reuses, -data-dir) the run's data directory and opens its log at
+// -log-level; close removes the directory unless -keep or the run failed.
+func openWorkspace(o options, progress io.Writer) (*workspace, error) {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
-		return fmt.Errorf("-log-level: %w", err)
+		return nil, fmt.Errorf("-log-level: %w", err)
 	}
 	dataDir, cleanUp, err := benchkit.DataDir(o.dataDir, "flotilla-fleet-", o.keep, progress)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer func() { cleanUp(err) }()
 	logf, err := os.Create(filepath.Join(dataDir, benchkit.LogFile))
+	if err != nil {
+		cleanUp(err)
+		return nil, err
+	}
+	return &workspace{dir: dataDir, logf: logf, done: cleanUp,
+		log: slog.New(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: level}))}, nil
+}
+
+func (w *workspace) close(err error) {
+	w.logf.Close()
+	w.done(err)
+}
+
+func run(ctx context.Context, o options, out, progress io.Writer) (err error) {
+	ws, err := openWorkspace(o, progress)
 	if err != nil {
 		return err
 	}
-	defer logf.Close()
-	log := slog.New(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: level}))
+	defer func() { ws.close(err) }()
+	dataDir, log := ws.dir, ws.log
 
 	began := time.Now()
 	h, err := startHub(ctx, dataDir, o.hub, o.maxConsumers, log, progress)

@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"os"
 	"runtime"
-	"strings"
 	"syscall"
 	"time"
 
@@ -76,23 +74,8 @@ func (m *measurement) collect(ctx context.Context, fleet *sim.Fleet, js jetstrea
 	m.largest, m.largestEvent = w.maxSize()
 }
 
-// procStatus reads a size field of /proc/self/status, in bytes; 0 when unknown.
-func procStatus(field string) int64 {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
-			var kb int64
-			fmt.Sscanf(strings.TrimSpace(v), "%d kB", &kb)
-			return kb << 10
-		}
-	}
-	return 0
-}
+// procStatus reads a size field of this process's /proc status, in bytes; 0 when unknown.
+func procStatus(field string) int64 { return procStatusOf(os.Getpid(), field) }
 
 func (m *measurement) print(out io.Writer, w *wire) {
 	o := m.opts

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -21,7 +20,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/flotilla-dev/flotilla/e2e/bench/benchkit"
 	"github.com/flotilla-dev/flotilla/e2e/bench/fleet/sim"
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
@@ -73,22 +71,12 @@ type row struct {
 }
 
 func runSuite(ctx context.Context, o options, out, progress io.Writer) (err error) {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
-		return fmt.Errorf("-log-level: %w", err)
-	}
-	dataDir, cleanUp, err := benchkit.DataDir(o.dataDir, "flotilla-fleet-", o.keep, progress)
+	ws, err := openWorkspace(o, progress)
 	if err != nil {
 		return err
 	}
-	defer func() { cleanUp(err) }()
-	logf, err := os.Create(filepath.Join(dataDir, benchkit.LogFile))
-	if err != nil {
-		return err
-	}
-	defer logf.Close()
-	s := &suite{o: o, dir: dataDir, progress: progress, services: map[string]*proc{},
-		log: slog.New(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: level}))}
+	defer func() { ws.close(err) }()
+	s := &suite{o: o, dir: ws.dir, progress: progress, services: map[string]*proc{}, log: ws.log}
 	began := time.Now()
 	defer s.stop()
 	if err := s.start(ctx); err != nil {
@@ -99,7 +87,7 @@ func runSuite(ctx context.Context, o options, out, progress io.Writer) (err erro
 	s.finalRows(ctx)
 	s.print(out, time.Since(began))
 	if runErr != nil {
-		fmt.Fprintf(progress, "\nthe services' logs are in %s (-keep keeps them)\n", dataDir)
+		fmt.Fprintf(progress, "\nthe services' logs are in %s (-keep keeps them)\n", ws.dir)
 	}
 	return runErr
 }
