@@ -28,10 +28,10 @@ kube-bins: ## build kube-apiserver, kube-controller-manager, kubectl and etcd in
 	@bash hack/kube-bins.sh >/dev/null
 
 .PHONY: test
-test: deps kube-bins ## a brief pass of every fuzz target, then unit and integration tests of every module, with the race detector
+test: deps kube-bins ## a brief pass of every fuzz target, then unit and integration tests of every module, with the race detector (and, where Docker answers, the compose suite and container tests on images built here)
 	@FUZZTIME=$(TEST_FUZZTIME) bash hack/fuzz.sh $(MODULES)
 	@set -o pipefail; \
-	FLOTILLA_KUBE_BIN_DIR=$(KUBE_BINS) go test -json $(GOTEST_FLAGS) $(PKGS) | go run ./harness/cmd/testreport
+	FLOTILLA_KUBE_BIN_DIR=$(KUBE_BINS) bash hack/docker-test.sh go test -json $(GOTEST_FLAGS) $(PKGS) | go run ./harness/cmd/testreport
 
 .PHONY: e2e
 e2e: deps kube-bins ## end-to-end scenario tests (one per seed) on one standalone stack with 4 members, then the full fault matrix (e2e/faults)
@@ -57,7 +57,19 @@ fuzz: ## every fuzz target for FUZZTIME (60s) each, one at a time (FUZZ=regexp p
 lint: ## go vet, gofmt and staticcheck on every module
 	go vet $(PKGS)
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	go run honnef.co/go/tools/cmd/staticcheck@2025.1.1 $(PKGS)
+	go run honnef.co/go/tools/cmd/staticcheck@v0.6.1 $(PKGS)
+
+.PHONY: images
+images: deps kube-bins ## build every image here, with no registry: services, NATS, PostgreSQL (Debian), local members
+	@bash hack/images.sh >/dev/null
+
+.PHONY: compose-up
+compose-up: deps kube-bins ## the compose stack with two local member clusters, from local images; waits until all is healthy
+	@bash hack/compose.sh up
+
+.PHONY: compose-down
+compose-down: ## stop the compose stack (its state stays in named volumes)
+	@bash hack/compose.sh down
 
 .PHONY: run
 run: deps kube-bins ## the quick start: every service, embedded NATS, local PostgreSQL, a local hub cluster and 3 local members

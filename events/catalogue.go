@@ -83,6 +83,18 @@ var catalogue = map[string]entry{
 	TypeApprovalRequestApproved: {func() any { return new(ApprovalRequestApproved) }, validateApprovalRequestApproved,
 		routes(subjectApproval, fieldOf("name", func(p *ApprovalRequestApproved) string { return p.Name }))},
 
+	// Evictions and budgets are the operator's, like placements.
+	TypeDisruptionUpserted: {func() any { return new(DisruptionUpserted) }, validateDisruptionUpserted,
+		[]Route{{Pattern: subjectDisruption, Fields: disruptionFields, names: func(p any) ([]string, bool) {
+			k := p.(*DisruptionUpserted).Key()
+			return []string{k.Kind, k.Name}, true
+		}}}},
+	TypeDisruptionDeleted: {func() any { return new(DisruptionDeleted) }, validateDisruptionDeleted,
+		[]Route{{Pattern: subjectDisruption, Fields: disruptionFields, names: func(p any) ([]string, bool) {
+			k := p.(*DisruptionDeleted).Object
+			return []string{k.Kind, k.Name}, true
+		}}}},
+
 	TypePlacementScheduled: {func() any { return new(PlacementScheduled) }, validatePlacementScheduled,
 		routes(subjectScheduling, fieldOf("placement", func(p *PlacementScheduled) string { return p.Placement }))},
 	TypePlacementScheduledV2: {func() any { return new(PlacementScheduledV2) }, validatePlacementScheduledV2,
@@ -137,6 +149,7 @@ const (
 	// Strategies and runs; approvals travel on the approval request's subject.
 	subjectStagedUpdate = "flotilla.stagedupdate.{kind}.{name}"
 	subjectApproval     = "flotilla.stagedupdate.ClusterApprovalRequest.{name}"
+	subjectDisruption   = "flotilla.disruption.{kind}.{name}"
 	subjectScheduling   = "flotilla.scheduling.{placement}"
 	subjectRollout      = "flotilla.rollout.{placement}"
 	subjectWork         = "flotilla.work.{cluster}.{placement}"
@@ -270,6 +283,9 @@ var overrideFields = []string{"kind", "metadata.namespace", "metadata.name"}
 
 // stagedUpdateFields are the fields a staged update subject's tokens are bound to.
 var stagedUpdateFields = []string{"kind", "metadata.name"}
+
+// disruptionFields are the fields a disruption subject's tokens are bound to.
+var disruptionFields = []string{"kind", "metadata.name"}
 
 // overrideNames are the names an override subject spells (see OverrideSubject).
 func overrideNames(k api.OverrideKey) []string {
@@ -443,3 +459,35 @@ func SubjectOf(typ string, payload any) (string, error) {
 	}
 	return strings.Join(toks, "."), nil
 }
+
+// A Request is a request-reply subject beside the events: who may ask on it, who
+// answers, and where the answer goes. Nothing on these subjects is stored or changes
+// state; they are catalogued so that members' permissions (deploy/kubernetes/member.sh)
+// and the permission matrix (e2e/deploy) cover them too.
+type Request struct {
+	Subject string
+	// Senders are who may publish the request: "hub" is the hub services' and fleetctl's
+	// user; no member may ask.
+	Senders []string
+	// Answerer is who subscribes: a hub service, or "apply-{cluster}", the named
+	// member's worker alone.
+	Answerer string
+	// Reply is where the answer goes: the requester's inbox, or for a member's answer
+	// its own preview inbox, the only place it may publish one.
+	Reply string
+}
+
+// requests lists every request-reply subject.
+var requests = []Request{
+	{Subject: QuerySubjectPrefix + "*", Senders: []string{"hub"}, Answerer: "status", Reply: "the requester's inbox"},
+	{Subject: PreviewSchedulingSubject, Senders: []string{"hub"}, Answerer: "scheduler", Reply: "the requester's inbox"},
+	{Subject: PreviewRolloutSubject, Senders: []string{"hub"}, Answerer: "rollout", Reply: "the requester's inbox"},
+	{Subject: previewMemberPrefix + "{cluster}", Senders: []string{"hub"}, Answerer: ApplyAnswerer,
+		Reply: bus.InboxRoot + "." + bus.ApplyUserPrefix + "{cluster}." + previewReplyToken + ".{token}"},
+}
+
+// ApplyAnswerer is the Answerer of a request only the named member's worker answers.
+const ApplyAnswerer = "apply-{cluster}"
+
+// Requests lists the request-reply subjects.
+func Requests() []Request { return slices.Clone(requests) }

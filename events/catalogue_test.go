@@ -34,7 +34,7 @@ func newEvent(t *testing.T, typ string, payload any) cloudevents.Event {
 // example travels on the subject its type's first route gives it, which is also the
 // subject the producers' subject functions build.
 func TestCatalogueRoutesEveryType(t *testing.T) {
-	streams := []string{bus.SubjectsPlacement, bus.SubjectsMember, bus.SubjectsHub, bus.SubjectsOverride, bus.SubjectsStagedUpdate, bus.SubjectsScheduling,
+	streams := []string{bus.SubjectsPlacement, bus.SubjectsMember, bus.SubjectsHub, bus.SubjectsOverride, bus.SubjectsStagedUpdate, bus.SubjectsDisruption, bus.SubjectsScheduling,
 		bus.SubjectsWorkStatus, bus.SubjectsRollout, bus.SubjectsStatus, bus.SubjectsOutbox, bus.SubjectsWork}
 	ex := examples()
 	for _, typ := range events.Types() {

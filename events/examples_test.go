@@ -103,7 +103,13 @@ func examples() map[string]any {
 		}},
 		events.TypeStagedUpdateDeleted:     events.StagedUpdateDeleted{Object: events.StagedUpdateKey{Kind: api.ClusterStagedUpdateRunKind, Name: "web-rollout-2"}},
 		events.TypeApprovalRequestApproved: events.ApprovalRequestApproved{Name: "web-rollout-2-before-production", Message: "approved by fleetctl"},
-		events.TypeOverrideDeleted:         events.OverrideDeleted{Override: api.OverrideKey{Kind: api.ClusterResourceOverrideKind, Name: "web-2-labels"}},
+		events.TypeDisruptionUpserted: events.DisruptionUpserted{ClusterResourcePlacementEviction: &api.ClusterResourcePlacementEviction{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "placement.kubernetes-fleet.io/v1beta1", Kind: api.ClusterResourcePlacementEvictionKind},
+			ObjectMeta: metav1.ObjectMeta{Name: "test-eviction"},
+			Spec:       api.PlacementEvictionSpec{PlacementName: "test-crp", ClusterName: "kind-cluster-1"},
+		}},
+		events.TypeDisruptionDeleted: events.DisruptionDeleted{Object: events.DisruptionKey{Kind: api.ClusterResourcePlacementDisruptionBudgetKind, Name: "test-crp"}},
+		events.TypeOverrideDeleted:   events.OverrideDeleted{Override: api.OverrideKey{Kind: api.ClusterResourceOverrideKind, Name: "web-2-labels"}},
 		events.TypePlacementScheduled: events.PlacementScheduled{
 			Placement: "web-2-crp", Generation: 3, PlacementType: api.PickNPlacementType, Wanted: 2,
 			Chosen: []events.ClusterDecision{
@@ -164,12 +170,16 @@ func examples() map[string]any {
 		}},
 		events.TypePlacementScheduledV2: events.PlacementScheduledV2{
 			Placement: "web-2-crp", Revision: 4, Piece: 0, Pieces: 1, Generation: 3, PlacementType: api.PickNPlacementType,
-			Wanted: 3, ChosenCount: 2, Fulfilled: false,
+			Wanted: 3, ChosenCount: 3, Fulfilled: false,
 			Message: "found 2 of 3 required clusters; 1 cluster was rejected: 1 did not match required affinity",
 			Clusters: []events.ClusterDecision{
 				{Cluster: "member-2", Action: events.ActionRemoved, Reason: "the cluster is no longer a member of the fleet"},
 				{Cluster: "member-3", Action: events.ActionAdded, AffinityScore: 0, TopologySpreadScore: 1},
 				{Cluster: "member-4", Reason: "the cluster does not match any required cluster selector term"},
+				{Cluster: "member-5", Action: events.ActionAdded, FailoverReason: api.FailoverReplacementScheduledReason,
+					FailoverMessage: "the placement failed over to member-5 from member-6, which is lost: it has been down since 2026-11-21T12:00:00Z (its heartbeats say its API server is unreachable), longer than the failover grace period of 30s"},
+				{Cluster: "member-6", Action: events.ActionLost, Reason: "member-6 is lost: ...; the copy on member-6 is removed once member-5 is available and member-6 is back",
+					FailoverReason: api.ClusterLostReason, FailoverMessage: "member-6 is lost: ...; the copy on member-6 is removed once member-5 is available and member-6 is back"},
 			},
 		},
 		events.TypeRolloutProgressedV2: events.RolloutProgressedV2{

@@ -57,7 +57,11 @@ type MemberHeartbeat struct {
 	Properties map[api.PropertyName]api.PropertyValue `json:"properties,omitempty"`
 	// ResourceUsage is computed from the member's Node objects.
 	ResourceUsage api.ResourceUsage `json:"resourceUsage"`
-	ObservedAt    time.Time         `json:"observedAt"`
+	// Namespaces are the member's namespaces (api.MemberClusterStatus.Namespaces),
+	// at most api.MaxMemberNamespaces. Nil from a worker that does not report
+	// them: no ResourcePlacement is scheduled onto that member, as upstream.
+	Namespaces map[string]string `json:"namespaces,omitempty"`
+	ObservedAt time.Time         `json:"observedAt"`
 }
 
 // Inline bounds: content over these travels as a blob (a claim check, see bus.BlobRef).
@@ -189,6 +193,55 @@ type ApprovalRequestApproved struct {
 	Message string `json:"message,omitempty"`
 }
 
+// DisruptionUpserted creates a ClusterResourcePlacementEviction or creates or
+// updates a ClusterResourcePlacementDisruptionBudget: exactly one is set. The
+// scheduler, which owns decisions, runs each eviction once and keeps both; an
+// eviction's status sent along is dropped, never stored.
+//
+// Size bound: an eviction names a placement and a cluster; a budget, two
+// numbers. Both are user YAML (api.MaxObjectBytes at most).
+type DisruptionUpserted struct {
+	ClusterResourcePlacementEviction         *api.ClusterResourcePlacementEviction         `json:"clusterResourcePlacementEviction,omitempty"`
+	ClusterResourcePlacementDisruptionBudget *api.ClusterResourcePlacementDisruptionBudget `json:"clusterResourcePlacementDisruptionBudget,omitempty"`
+}
+
+// Object is the eviction or budget the event carries, nil when it carries none.
+func (p *DisruptionUpserted) Object() api.Object {
+	switch {
+	case p.ClusterResourcePlacementEviction != nil:
+		return p.ClusterResourcePlacementEviction
+	case p.ClusterResourcePlacementDisruptionBudget != nil:
+		return p.ClusterResourcePlacementDisruptionBudget
+	}
+	return nil
+}
+
+// Key names the object the event carries.
+func (p *DisruptionUpserted) Key() DisruptionKey {
+	switch {
+	case p.ClusterResourcePlacementEviction != nil:
+		return DisruptionKey{Kind: api.ClusterResourcePlacementEvictionKind, Name: p.ClusterResourcePlacementEviction.Name}
+	case p.ClusterResourcePlacementDisruptionBudget != nil:
+		return DisruptionKey{Kind: api.ClusterResourcePlacementDisruptionBudgetKind, Name: p.ClusterResourcePlacementDisruptionBudget.Name}
+	}
+	return DisruptionKey{}
+}
+
+// DisruptionKey names an eviction or a disruption budget: its kind and name.
+type DisruptionKey struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+}
+
+func (k DisruptionKey) String() string { return k.Kind + "/" + k.Name }
+
+// DisruptionDeleted deletes an eviction (what it did stays done) or a budget.
+//
+// Size bound: two names.
+type DisruptionDeleted struct {
+	Object DisruptionKey `json:"object"`
+}
+
 // DecisionAction says what a scheduling decision did to one cluster.
 type DecisionAction string
 
@@ -196,6 +249,14 @@ const (
 	ActionAdded   DecisionAction = "added"
 	ActionKept    DecisionAction = "kept"
 	ActionRemoved DecisionAction = "removed"
+	// ActionLost: the placement failed over away from the cluster, which is down;
+	// the copy it holds stays until it is back and the placement is available
+	// on the chosen clusters (make-before-break).
+	ActionLost DecisionAction = "lost"
+	// ActionReleased: the placement leaves the cluster make-before-break (a
+	// lost cluster that is back, or the replacement left by a failback): its
+	// copy is removed once the placement is available on the chosen clusters.
+	ActionReleased DecisionAction = "released"
 )
 
 // ClusterDecision is the scheduler's verdict on one cluster.
@@ -206,6 +267,10 @@ type ClusterDecision struct {
 	TopologySpreadScore int32          `json:"topologySpreadScore"`
 	// Reason is a sentence: why a cluster was picked, removed or rejected.
 	Reason string `json:"reason"`
+	// FailoverReason and FailoverMessage say what failover did on the cluster
+	// (api.ClusterLostReason, ...), when it did anything.
+	FailoverReason  string `json:"failoverReason,omitempty"`
+	FailoverMessage string `json:"failoverMessage,omitempty"`
 }
 
 // PlacementScheduled is one scheduling decision for a placement: the clusters

@@ -134,12 +134,12 @@ func queryRoundTrip[Q comparable](t *testing.T, data []byte) (Q, bool) {
 func FuzzQueryRequest(f *testing.F) {
 	for _, s := range []string{``, ` `, `{}`, `{"name":"web-2-crp"}`, `{"labelSelector":"app=web,tier in (a,b),!canary"}`,
 		`{"labelSelector":"x notin (), y"}`, `{"placement":"web","limit":100}`, `{"limit":-1}`, `null`, `[]`} {
-		for e := range 3 {
+		for e := range 5 {
 			f.Add(uint8(e), []byte(s))
 		}
 	}
 	f.Fuzz(func(t *testing.T, endpoint uint8, data []byte) {
-		switch endpoint % 3 {
+		switch endpoint % 5 {
 		case 0:
 			queryRoundTrip[events.NameQuery](t, data)
 		case 1:
@@ -160,6 +160,10 @@ func FuzzQueryRequest(f *testing.F) {
 			}
 		case 2:
 			queryRoundTrip[events.TakeoverQuery](t, data)
+		case 3:
+			queryRoundTrip[events.DisruptionKey](t, data)
+		case 4:
+			queryRoundTrip[events.DisruptionListQuery](t, data)
 		}
 	})
 }

@@ -76,7 +76,7 @@ const (
 	QueryListPlacements = "placement.list"    // ListQuery -> []api.ClusterResourcePlacement
 	QueryGetMember      = "member.get"        // NameQuery -> api.MemberCluster
 	QueryListMembers    = "member.list"       // ListQuery -> []api.MemberCluster
-	QueryHistory        = "placement.history" // NameQuery -> PlacementHistory
+	QueryHistory        = "placement.history" // HistoryQuery -> PlacementHistory
 	QueryTakeovers      = "takeover.list"     // TakeoverQuery -> []TakeoverRecord
 	QueryGetOverride    = "override.get"      // OverrideQuery -> api.ClusterResourceOverride or api.ResourceOverride
 	QueryListOverrides  = "override.list"     // OverrideListQuery -> the overrides, by namespace and name
@@ -84,12 +84,26 @@ const (
 	// the run's status) and ClusterApprovalRequest, as the rollout keeps them.
 	QueryGetStagedUpdate   = "stagedupdate.get"  // StagedUpdateKey -> the object of that kind
 	QueryListStagedUpdates = "stagedupdate.list" // StagedUpdateListQuery -> the objects of a kind, by name
+	// Evictions (with the status the scheduler gave them) and disruption budgets.
+	QueryGetDisruption   = "disruption.get"  // DisruptionKey -> the object of that kind
+	QueryListDisruptions = "disruption.list" // DisruptionListQuery -> the objects of a kind, by name
 )
+
+// DisruptionListQuery asks for the evictions or the disruption budgets,
+// optionally filtered by a label selector in kubectl syntax.
+type DisruptionListQuery struct {
+	Kind          string `json:"kind"`
+	LabelSelector string `json:"labelSelector,omitempty"`
+}
 
 // StagedUpdateListQuery asks for the staged update objects of a kind,
 // optionally filtered by a label selector in kubectl syntax.
 type StagedUpdateListQuery struct {
+	// Kind is a cluster-scoped kind, or its namespaced twin
+	// (api.StagedUpdateRunKind, ...) to list those, of Namespace (of every
+	// namespace when it is empty).
 	Kind          string `json:"kind"`
+	Namespace     string `json:"namespace,omitempty"`
 	LabelSelector string `json:"labelSelector,omitempty"`
 }
 
@@ -114,10 +128,22 @@ type NameQuery struct {
 	Name string `json:"name"`
 }
 
+// HistoryQuery asks for a placement's history (a NameQuery is one): SkipRuns leaves out
+// the newest staged update runs, to page back through them.
+type HistoryQuery struct {
+	Name     string `json:"name"`
+	SkipRuns int    `json:"skipRuns,omitempty"`
+}
+
 // ListQuery asks for every object, optionally filtered by a label selector
 // in kubectl syntax.
 type ListQuery struct {
 	LabelSelector string `json:"labelSelector,omitempty"`
+	// Kind, for a list of placements, is ResourcePlacement to list those
+	// (of Namespace, or of every namespace when it is empty); otherwise the
+	// ClusterResourcePlacements are listed.
+	Kind      string `json:"kind,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
 }
 
 // TakeoverQuery asks for takeover decisions, optionally of one placement.
@@ -141,9 +167,39 @@ type PlacementHistory struct {
 	Snapshots []SnapshotRecord  `json:"snapshots"`
 	Decisions []DecisionRecord  `json:"decisions"`
 	Status    []ConditionRecord `json:"statusTransitions,omitempty"`
-	// Runs are the staged update runs of an External placement, oldest first:
-	// which run put which revision on which clusters.
+	// Runs are staged update runs of an External placement, oldest first: which
+	// run put which revision on which clusters. A page: the newest runs after
+	// the query's SkipRuns, at most MaxHistoryRuns and MaxHistoryRunBytes of them.
 	Runs []RunRecord `json:"stagedUpdateRuns,omitempty"`
+	// RunsLeftOut counts the older runs not in Runs (ask again with SkipRuns
+	// raised by len(Runs)); RunsSkipped echoes the query's SkipRuns.
+	RunsLeftOut int `json:"stagedUpdateRunsLeftOut,omitempty"`
+	RunsSkipped int `json:"stagedUpdateRunsSkipped,omitempty"`
+	// Failovers are the placement's failover steps, oldest first (the newest
+	// MaxFailoverRecords).
+	Failovers []FailoverRecord `json:"failovers,omitempty"`
+}
+
+// MaxHistoryRuns and MaxHistoryRunBytes bound the staged update runs one
+// history reply carries: a run lists every cluster it updated, so a page of
+// runs of a large placement ends at the byte bound first (1,000 runs of 5,000
+// clusters would be about 75 MB, over QueryReplyMaxBytes).
+const (
+	MaxHistoryRuns     = 1000
+	MaxHistoryRunBytes = 16 << 20
+)
+
+// MaxFailoverRecords bounds the failover steps a history reply carries.
+const MaxFailoverRecords = 200
+
+// FailoverRecord is one failover step of a placement (table failover_history):
+// Kind is lost, failover, returned or failback.
+type FailoverRecord struct {
+	Kind    string    `json:"kind"`
+	From    string    `json:"from"`
+	To      string    `json:"to,omitempty"`
+	Message string    `json:"message"`
+	At      time.Time `json:"at"`
 }
 
 // RunRecord is one staged update run of a placement.

@@ -63,6 +63,13 @@ func StagedUpdateSubject(key StagedUpdateKey) (string, error) {
 	return subject("flotilla.stagedupdate", key.Kind, key.Name)
 }
 
+// DisruptionSubject carries the events of one eviction or disruption budget:
+// flotilla.disruption.<kind>.<name>, kind being ClusterResourcePlacementEviction
+// or ClusterResourcePlacementDisruptionBudget.
+func DisruptionSubject(key DisruptionKey) (string, error) {
+	return subject("flotilla.disruption", key.Kind, key.Name)
+}
+
 // SchedulingSubject carries a placement's decisions: flotilla.scheduling.<placement>.
 func SchedulingSubject(placement string) (string, error) {
 	return subject("flotilla.scheduling", placement)

@@ -16,6 +16,9 @@ const (
 	TypeStagedUpdateUpserted    = "io.flotilla.stagedupdate.upserted.v1"
 	TypeStagedUpdateDeleted     = "io.flotilla.stagedupdate.deleted.v1"
 	TypeApprovalRequestApproved = "io.flotilla.approvalrequest.approved.v1"
+	// Evictions and disruption budgets.
+	TypeDisruptionUpserted = "io.flotilla.disruption.upserted.v1"
+	TypeDisruptionDeleted  = "io.flotilla.disruption.deleted.v1"
 
 	// Scheduler.
 	TypePlacementScheduled = "io.flotilla.placement.scheduled.v1"

@@ -126,6 +126,34 @@ func validateApprovalRequestApproved(p any) error {
 	return required("name", v.Name)
 }
 
+func validateDisruptionUpserted(p any) error {
+	v := p.(*DisruptionUpserted)
+	if (v.ClusterResourcePlacementEviction == nil) == (v.ClusterResourcePlacementDisruptionBudget == nil) {
+		return errors.New("exactly one of clusterResourcePlacementEviction and clusterResourcePlacementDisruptionBudget must be set")
+	}
+	if v.ClusterResourcePlacementEviction != nil {
+		return prefixed("clusterResourcePlacementEviction", api.Validate(clone(v.ClusterResourcePlacementEviction)).ToError())
+	}
+	return prefixed("clusterResourcePlacementDisruptionBudget", api.Validate(clone(v.ClusterResourcePlacementDisruptionBudget)).ToError())
+}
+
+func validateDisruptionDeleted(p any) error {
+	k := p.(*DisruptionDeleted).Object
+	if err := checkDisruptionKind(k.Kind); err != nil {
+		return fmt.Errorf("object.kind: %w", err)
+	}
+	return required("object.name", k.Name)
+}
+
+// checkDisruptionKind accepts the kinds of flotilla.disruption.>.
+func checkDisruptionKind(kind string) error {
+	switch kind {
+	case api.ClusterResourcePlacementEvictionKind, api.ClusterResourcePlacementDisruptionBudgetKind:
+		return nil
+	}
+	return fmt.Errorf("%q is not %s or %s", kind, api.ClusterResourcePlacementEvictionKind, api.ClusterResourcePlacementDisruptionBudgetKind)
+}
+
 func validateMemberLeft(p any) error {
 	v := p.(*MemberLeft)
 	switch v.LeavePolicy {
@@ -142,6 +170,9 @@ func validateMemberHeartbeat(p any) error {
 		return errors.New("observedAt: required")
 	}
 	if err := api.ValidatePropertyValues(v.Properties, field.NewPath("properties")).ToError(); err != nil {
+		return err
+	}
+	if err := api.ValidateMemberNamespaces(v.Namespaces, field.NewPath("namespaces")).ToError(); err != nil {
 		return err
 	}
 	return required("name", v.Name)

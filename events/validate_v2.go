@@ -87,11 +87,13 @@ func validatePlacementScheduledV2(p any) error {
 	errs = append(errs, validateClusters(len(v.Clusters), func(i int) string { return v.Clusters[i].Cluster })...)
 	for i, c := range v.Clusters {
 		switch c.Action {
-		case "", ActionAdded, ActionKept, ActionRemoved:
+		case "", ActionAdded, ActionKept, ActionRemoved, ActionLost, ActionReleased:
 		default:
-			errs = append(errs, fmt.Errorf("clusters[%d].action: %q is not added, kept, removed or none", i, c.Action))
+			errs = append(errs, fmt.Errorf("clusters[%d].action: %q is not added, kept, removed, lost, released or none", i, c.Action))
 		}
-		errs = append(errs, validateText(fmt.Sprintf("clusters[%d].reason", i), c.Reason))
+		errs = append(errs, validateText(fmt.Sprintf("clusters[%d].reason", i), c.Reason),
+			validateText(fmt.Sprintf("clusters[%d].failoverReason", i), c.FailoverReason),
+			validateText(fmt.Sprintf("clusters[%d].failoverMessage", i), c.FailoverMessage))
 	}
 	errs = append(errs, validatePieceBytes(v))
 	return errors.Join(errs...)

@@ -69,6 +69,9 @@ members() { # the member folders of OVERLAY, sorted
 #   fetch its large work (claim checks)    $JS.API.DIRECT.GET.WORKBLOBS.flotilla.blob.work.T.>
 #   receive replies (pulls, publish acks)  _INBOX.apply-T.>, its own inbox prefix
 #                                          (events/bus.MemberInboxPrefix), never _INBOX.>
+#   answer placement previews              subscribe flotilla.preview.member.T (events/preview.go),
+#                                          answer on _INBOX.apply-T.preview.* only (its own inbox:
+#                                          the requester listens there; no other reply subject)
 # It may not publish work (only rollout does), touch streams, or name another member. What it
 # publishes on its subjects must also name NAME: every consumer checks an event's payload
 # against its subject (events/catalogue.go) and dead-letters what names another member.
@@ -102,6 +105,7 @@ nats_user() {
               "\$JS.API.CONSUMER.MSG.NEXT.WORK.replay-$t"
               "\$JS.API.CONSUMER.DELETE.WORK.replay-$t"
               "\$JS.API.DIRECT.GET.WORKBLOBS.flotilla.blob.work.$t.>"
+              "_INBOX.apply-$t.preview.*"
             ]
           }
           subscribe: {
@@ -110,6 +114,7 @@ nats_user() {
               "flotilla.workstatus.$t.>"
               "flotilla.member.$t.heartbeat"
               "_INBOX.apply-$t.>"
+              "flotilla.preview.member.$t"
             ]
           }
         }

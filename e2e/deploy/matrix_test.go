@@ -170,6 +170,7 @@ func subjectsFor(member, victim string) (own, others []string) {
 		must(events.StatusSubject(sharedPlacement)),
 		must(events.OutboxSubject(sharedPlacement)),
 		must(events.StagedUpdateSubject(events.StagedUpdateKey{Kind: api.ClusterApprovalRequestKind, Name: "run-before-production"})),
+		must(events.DisruptionSubject(events.DisruptionKey{Kind: api.ClusterResourcePlacementEvictionKind, Name: "test-eviction"})),
 		bus.DeadLetterSubject(bus.ApplyUserPrefix + token(victim)),
 		bus.DeadLetterSubject(bus.ConsumerScheduler),
 		// Inboxes: a reply forged into another's request.
@@ -242,6 +243,9 @@ func forgeries(typ, attacker, victim string) []forgery {
 		events.TypeStagedUpdateUpserted:    {{"victim", goldenPayload("stagedupdate.upserted.v1")}},
 		events.TypeStagedUpdateDeleted:     {{"victim", goldenPayload("stagedupdate.deleted.v1")}},
 		events.TypeApprovalRequestApproved: {{"victim", goldenPayload("approvalrequest.approved.v1")}},
+		// Evictions and disruption budgets are the operator's too.
+		events.TypeDisruptionUpserted: {{"victim", goldenPayload("disruption.upserted.v1")}},
+		events.TypeDisruptionDeleted:  {{"victim", goldenPayload("disruption.deleted.v1")}},
 		events.TypeWorkRemoved: {
 			{"victim", events.WorkRemoved{Cluster: victim, Placement: sharedPlacement, TombstoneSequence: 1, RemovedAt: now}},
 			{"self", events.WorkRemoved{Cluster: attacker, Placement: sharedPlacement, TombstoneSequence: 1, RemovedAt: now}}},

@@ -175,7 +175,7 @@ func confinementOf(member string, others []string) confinement {
 			"_INBOX.apply-"+o+".>",
 		)
 	}
-	return c
+	return c.with(requestConfinement(member, others))
 }
 
 // allowed applies NATS's rule: a subject (or subscription, wildcards and all) is allowed when
@@ -359,6 +359,7 @@ func TestNATSConfinesApplyWorkersOnARealServer(t *testing.T) {
 				t.Errorf("worker connects as %s", got)
 			}
 			runWorker(t, ctx, cjs, nc, member)
+			answerPreview(t, control, nc, member)
 			checkLive(t, nc, confinementOf(member, others))
 		})
 	}

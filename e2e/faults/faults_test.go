@@ -16,6 +16,9 @@ import (
 // runs, a subset of the faults with short outages.
 const EnvMatrix = "FLOTILLA_FAULTS"
 
+// EnvKeep, set to anything, keeps the stack's logs and data when the suite passes too.
+const EnvKeep = "FLOTILLA_FAULTS_KEEP"
+
 // scenario is what the fleet is doing when a fault strikes.
 type scenario string
 

@@ -155,7 +155,7 @@ func (s *stack) connect(t *testing.T) {
 func (s *stack) startService(t *testing.T, name, bin string, extra ...string) *daemon {
 	t.Helper()
 	health := freePorts(t, 1)[0]
-	args := append([]string{"--nats", s.natsURL, "--health-addr", "127.0.0.1:" + strconv.Itoa(health), "--log-format", "text"}, extra...)
+	args := append([]string{"--nats", s.natsURL, "--health-addr", "127.0.0.1:" + strconv.Itoa(health), "--log-format", "text", "--log-level", "debug"}, extra...)
 	d := &daemon{
 		name: name, bin: bin, args: args, env: cleanEnv(),
 		logPath:  filepath.Join(s.dir, name+".log"),
@@ -298,7 +298,7 @@ func (s *stack) stop(t *testing.T) {
 			t.Log(err)
 		}
 	}
-	if t.Failed() {
+	if t.Failed() || os.Getenv(EnvKeep) != "" {
 		t.Logf("the stack's logs and data are kept for a look: %s", s.dir)
 		return
 	}

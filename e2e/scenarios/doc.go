@@ -19,4 +19,8 @@
 //	overrides     TestOverridesDifferPerMember
 //	scopes        TestSelectionScopes
 //	staged runs   TestStagedUpdateRunWithApprovalThenRollback
+//	failover      TestFailoverMovesALostMemberAndRemovesItsCopyOnlyOnceItIsBack (its own stack of
+//	              three members whose API servers it stops and starts; failback as a subtest)
+//	eviction      TestDrainUnderADisruptionBudget
+//	envelopes     TestEnvelopesAreAppliedOnTheMember
 package scenarios

@@ -2,13 +2,11 @@ package api
 
 import (
 	"bytes"
-	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"reflect"
-	"slices"
 	"strings"
 
 	yaml "go.yaml.in/yaml/v3"
@@ -19,12 +17,9 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 )
 
-// Object is what Decode returns: one of the typed kinds of this package
-// (*ClusterResourcePlacement, *MemberCluster, *ClusterResourceEnvelope,
-// *ResourceEnvelope, *ClusterResourceOverride, *ResourceOverride,
-// *ClusterStagedUpdateStrategy, *ClusterStagedUpdateRun,
-// *ClusterApprovalRequest, *PropagationPolicy, *ClusterPropagationPolicy) or, for any
-// other Kubernetes manifest, an *unstructured.Unstructured hub resource.
+// Object is what Decode returns: one of the typed kinds of this package (a
+// pointer to the struct knownKinds names for its group, version and kind) or,
+// for any other Kubernetes manifest, an *unstructured.Unstructured hub resource.
 type Object interface {
 	metav1.Object
 	GetObjectKind() schema.ObjectKind
@@ -330,11 +325,17 @@ func init() {
 	for _, v := range FleetVersions {
 		placement := schema.GroupVersion{Group: PlacementGroupVersion.Group, Version: v}
 		knownKinds[placement.WithKind(ClusterResourcePlacementKind)] = kindInfo{newObject: func() Object { return &ClusterResourcePlacement{} }, normalise: normalisePlacement}
+		knownKinds[placement.WithKind(ResourcePlacementKind)] = kindInfo{newObject: func() Object { return &ClusterResourcePlacement{} }, normalise: normalisePlacement}
 		knownKinds[placement.WithKind(ClusterResourceEnvelopeKind)] = kindInfo{newObject: func() Object { return &ClusterResourceEnvelope{} }}
 		knownKinds[placement.WithKind(ResourceEnvelopeKind)] = kindInfo{newObject: func() Object { return &ResourceEnvelope{} }}
 		knownKinds[placement.WithKind(ClusterStagedUpdateStrategyKind)] = kindInfo{newObject: func() Object { return &ClusterStagedUpdateStrategy{} }}
 		knownKinds[placement.WithKind(ClusterStagedUpdateRunKind)] = kindInfo{newObject: func() Object { return &ClusterStagedUpdateRun{} }}
 		knownKinds[placement.WithKind(ClusterApprovalRequestKind)] = kindInfo{newObject: func() Object { return &ClusterApprovalRequest{} }}
+		knownKinds[placement.WithKind(StagedUpdateStrategyKind)] = kindInfo{newObject: func() Object { return &ClusterStagedUpdateStrategy{} }}
+		knownKinds[placement.WithKind(StagedUpdateRunKind)] = kindInfo{newObject: func() Object { return &ClusterStagedUpdateRun{} }}
+		knownKinds[placement.WithKind(ApprovalRequestKind)] = kindInfo{newObject: func() Object { return &ClusterApprovalRequest{} }}
+		knownKinds[placement.WithKind(ClusterResourcePlacementEvictionKind)] = kindInfo{newObject: func() Object { return &ClusterResourcePlacementEviction{} }}
+		knownKinds[placement.WithKind(ClusterResourcePlacementDisruptionBudgetKind)] = kindInfo{newObject: func() Object { return &ClusterResourcePlacementDisruptionBudget{} }}
 		cluster := schema.GroupVersion{Group: ClusterGroupVersion.Group, Version: v}
 		knownKinds[cluster.WithKind(MemberClusterKind)] = kindInfo{newObject: func() Object { return &MemberCluster{} }}
 	}
@@ -392,37 +393,6 @@ func decodeObject(n *yaml.Node, apiVersion, kind string, raw rawDocument) (Objec
 		}
 	}
 	return obj, warnings, nil
-}
-
-func unsupportedFleetKind(gvk schema.GroupVersionKind, want schema.GroupVersion, line int) error {
-	var supported, versions []string
-	for k := range knownKinds {
-		switch {
-		case k.Group == gvk.Group && k.Kind == gvk.Kind:
-			versions = append(versions, k.GroupVersion().String())
-		case k.Group == gvk.Group:
-			supported = append(supported, k.Kind)
-		}
-	}
-	if len(versions) > 0 {
-		// The preferred version first, as the message has always named it.
-		slices.SortFunc(versions, func(a, b string) int {
-			return cmp.Or(-cmp.Compare(boolInt(a == want.String()), boolInt(b == want.String())), cmp.Compare(a, b))
-		})
-		return ErrorList{{Type: ErrorTypeNotSupported, Field: "apiVersion", Line: line,
-			Detail: fmt.Sprintf("%s is not supported for %s; use %s", gvk.GroupVersion(), gvk.Kind, strings.Join(versions, " or "))}}
-	}
-	slices.Sort(supported)
-	supported = slices.Compact(supported) // kinds are known in several versions
-	return ErrorList{{Type: ErrorTypeNotSupported, Field: "kind", Line: line,
-		Detail: fmt.Sprintf("%s of %s is not supported by Flotilla (supported: %s)", gvk.Kind, gvk.Group, strings.Join(supported, ", "))}}
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 func decodeUnstructured(n *yaml.Node, raw rawDocument) (Object, []string, error) {

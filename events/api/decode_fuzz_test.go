@@ -47,6 +47,7 @@ func addDecodeSeeds(f *testing.F) {
 	addSeedFiles(f, "testdata/seeds/*")
 	for _, s := range []string{
 		"",
+		rpYAML, // namespaced, and keyed apart from ClusterResourcePlacements
 		"---\n---\n",
 		"# apiVersion: v1\n",
 		`{"apiVersion":"v1","kind":"List","items":[{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}},3]}`,

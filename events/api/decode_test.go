@@ -374,8 +374,8 @@ func TestDecodeRejectsUnsupportedFleetKinds(t *testing.T) {
 	tests := []struct{ input, want string }{
 		{"apiVersion: placement.kubernetes-fleet.io/v1alpha1\nkind: ClusterResourcePlacement\nmetadata: {name: a}\n",
 			"apiVersion: placement.kubernetes-fleet.io/v1alpha1 is not supported for ClusterResourcePlacement; use placement.kubernetes-fleet.io/v1beta1 or placement.kubernetes-fleet.io/v1"},
-		{"apiVersion: placement.kubernetes-fleet.io/v1beta1\nkind: StagedUpdateRun\nmetadata: {name: a}\n",
-			"kind: StagedUpdateRun of placement.kubernetes-fleet.io is not supported by Flotilla (supported: ClusterApprovalRequest, ClusterResourceEnvelope, ClusterResourceOverride, ClusterResourcePlacement, ClusterStagedUpdateRun, ClusterStagedUpdateStrategy, ResourceEnvelope, ResourceOverride)"},
+		{"apiVersion: placement.kubernetes-fleet.io/v1beta1\nkind: ClusterResourcePlacementStatus\nmetadata: {name: a}\n",
+			"kind: ClusterResourcePlacementStatus of placement.kubernetes-fleet.io is not supported by Flotilla (supported: ApprovalRequest, ClusterApprovalRequest, ClusterResourceEnvelope, ClusterResourceOverride, ClusterResourcePlacement, ClusterResourcePlacementDisruptionBudget, ClusterResourcePlacementEviction, ClusterStagedUpdateRun, ClusterStagedUpdateStrategy, ResourceEnvelope, ResourceOverride, ResourcePlacement, StagedUpdateRun, StagedUpdateStrategy)"},
 		{"apiVersion: placement.kubernetes-fleet.io/v2\nkind: ClusterResourceOverride\nmetadata: {name: a}\n",
 			"apiVersion: placement.kubernetes-fleet.io/v2 is not supported for ClusterResourceOverride; use placement.kubernetes-fleet.io/v1beta1 or placement.kubernetes-fleet.io/v1 or placement.kubernetes-fleet.io/v1alpha1"},
 	}

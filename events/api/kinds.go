@@ -23,6 +23,9 @@ const (
 	ClusterStagedUpdateStrategyKind = "ClusterStagedUpdateStrategy"
 	ClusterStagedUpdateRunKind      = "ClusterStagedUpdateRun"
 	ClusterApprovalRequestKind      = "ClusterApprovalRequest"
+
+	ClusterResourcePlacementEvictionKind         = "ClusterResourcePlacementEviction"
+	ClusterResourcePlacementDisruptionBudgetKind = "ClusterResourcePlacementDisruptionBudget"
 )
 
 // Versions in which Flotilla reads Fleet's kinds other than the overrides:

@@ -56,9 +56,20 @@ type MemberClusterStatus struct {
 	Properties map[PropertyName]PropertyValue `json:"properties,omitempty"`
 	// ResourceUsage is the member's total, allocatable and available resources.
 	ResourceUsage ResourceUsage `json:"resourceUsage,omitempty"`
+	// Namespaces are the member's namespaces, as upstream's property provider
+	// reports them: each name maps to the placement that created it on the
+	// member ("" for one Flotilla did not create). At most MaxMemberNamespaces;
+	// a ResourcePlacement is scheduled only onto members that report its
+	// namespace here.
+	Namespaces map[string]string `json:"namespaces,omitempty"`
 	// AgentStatus is upstream's per-agent status; accepted, not produced.
 	AgentStatus []AgentStatus `json:"agentStatus,omitempty"`
 }
+
+// MaxMemberNamespaces bounds the namespaces a member reports (upstream tracks
+// 200): a member with more reports the first ones by name, and a
+// ResourcePlacement is not scheduled onto it for a namespace left out.
+const MaxMemberNamespaces = 1000
 
 // PropertyName names a cluster property, e.g. kubernetes-fleet.io/node-count.
 type PropertyName string

@@ -77,13 +77,23 @@ func OverrideOf(obj Object) (Override, bool) {
 	return o, true
 }
 
-// ForPlacement reports whether the override concerns the ClusterResourcePlacement
-// named placement: it names that placement, or none.
+// ForPlacement reports whether the override concerns the placement whose key
+// is placement (see PlacementKey): it names that placement, or none.
 func (o Override) ForPlacement(placement string) bool {
-	if o.Placement == nil {
-		return true
+	return o.Placement == nil || o.PlacementKey() == placement
+}
+
+// PlacementKey is the key of the placement the override names: a
+// ClusterResourcePlacement (scope Cluster), or a ResourcePlacement of the
+// override's own namespace (scope Namespaced). "" when it names none.
+func (o Override) PlacementKey() string {
+	switch {
+	case o.Placement == nil:
+		return ""
+	case o.Placement.Scope == NamespaceScoped:
+		return PlacementKey(o.Key.Namespace, o.Placement.Name)
 	}
-	return o.Placement.Scope != NamespaceScoped && o.Placement.Name == placement
+	return o.Placement.Name
 }
 
 // ValidateOverrideUpdate checks the rule that relates an override to its

@@ -214,7 +214,6 @@ func TestValidateOverridesReportsEveryProblemAtItsPath(t *testing.T) {
 		},
 		want: []string{
 			`metadata.namespace: is required: a ResourceOverride is namespaced and selects objects of its namespace`,
-			`spec.placement.scope: Namespaced names a ResourcePlacement, which Flotilla does not support yet; name a ClusterResourcePlacement (scope Cluster)`,
 			`spec.resourceSelectors[0].version: is required`,
 			`spec.resourceSelectors[0].name: is required: an override selects objects by name`,
 			`spec.policy: is required`,

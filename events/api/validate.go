@@ -36,6 +36,10 @@ func Validate(obj Object) ErrorList {
 		return ValidateStagedUpdateRun(o)
 	case *ClusterApprovalRequest:
 		return ValidateApprovalRequest(o)
+	case *ClusterResourcePlacementEviction:
+		return ValidateEviction(o)
+	case *ClusterResourcePlacementDisruptionBudget:
+		return ValidateDisruptionBudget(o)
 	case *PropagationPolicy:
 		return ValidatePropagationPolicy(o)
 	case *ClusterPropagationPolicy:
@@ -58,6 +62,11 @@ func ValidateUpdate(old, new Object) ErrorList {
 	newP, ok2 := new.(*ClusterResourcePlacement)
 	if ok1 && ok2 {
 		errs = append(errs, ValidatePlacementUpdate(oldP, newP)...)
+	}
+	if oldE, ok := old.(*ClusterResourcePlacementEviction); ok {
+		if newE, ok := new.(*ClusterResourcePlacementEviction); ok {
+			errs = append(errs, ValidateEvictionUpdate(oldE, newE)...)
+		}
 	}
 	if old != nil && new != nil && old.GetObjectKind().GroupVersionKind().GroupKind() != new.GetObjectKind().GroupVersionKind().GroupKind() {
 		errs = append(errs, &FieldError{Type: ErrorTypeImmutable, Field: "kind",

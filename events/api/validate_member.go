@@ -3,8 +3,10 @@ package api
 import (
 	"maps"
 	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/api/validate/content"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -67,6 +69,25 @@ func ValidatePropertyValues(props map[PropertyName]PropertyValue, path *field.Pa
 	for _, name := range slices.Sorted(maps.Keys(props)) {
 		if _, err := resource.ParseQuantity(props[name].Value); err != nil {
 			p.add(ErrorTypeInvalid, path.Key(string(name)).Child("value"), "%q is not a quantity such as 12, 500m or 4Gi", props[name].Value)
+		}
+	}
+	return p.list
+}
+
+// ValidateMemberNamespaces checks the namespaces a member reports: at most
+// MaxMemberNamespaces, each a namespace name mapped to a placement key (or "").
+func ValidateMemberNamespaces(namespaces map[string]string, path *field.Path) ErrorList {
+	var p problems
+	if len(namespaces) > MaxMemberNamespaces {
+		p.add(ErrorTypeTooMany, path, "at most %d namespaces, not %d", MaxMemberNamespaces, len(namespaces))
+		return p.list
+	}
+	for ns, owner := range namespaces {
+		if msgs := content.IsDNS1123Label(ns); len(msgs) > 0 {
+			p.add(ErrorTypeInvalid, path.Key(ns), "%q is not a namespace name: %s", ns, strings.Join(msgs, "; "))
+		}
+		if len(owner) > 2*maxNameLength+len(placementKeySeparator) {
+			p.add(ErrorTypeInvalid, path.Key(ns), "the owner is %d characters, not a placement key", len(owner))
 		}
 	}
 	return p.list

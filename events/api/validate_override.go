@@ -49,8 +49,8 @@ func ValidateClusterResourceOverride(o *ClusterResourceOverride) ErrorList {
 
 // ValidateResourceOverride checks a ResourceOverride: namespaced, 1-20
 // selectors each naming one object of its namespace (no duplicates), and a
-// valid policy. A placement of scope Namespaced would name a ResourcePlacement,
-// which Flotilla does not have yet, so it is refused rather than never applied.
+// valid policy. A placement of scope Namespaced names a ResourcePlacement of
+// the override's namespace.
 func ValidateResourceOverride(o *ResourceOverride) ErrorList {
 	var p problems
 	validateName(&p, o.Name, field.NewPath("metadata", "name"))
@@ -60,10 +60,6 @@ func ValidateResourceOverride(o *ResourceOverride) ErrorList {
 	spec := field.NewPath("spec")
 	if ref := o.Spec.Placement; ref != nil {
 		validatePlacementRef(&p, ref, spec.Child("placement"))
-		if ref.Scope == NamespaceScoped {
-			p.add(ErrorTypeNotSupported, spec.Child("placement", "scope"),
-				"Namespaced names a ResourcePlacement, which Flotilla does not support yet; name a ClusterResourcePlacement (scope Cluster)")
-		}
 	}
 	sel := spec.Child("resourceSelectors")
 	validateSelectorCount(&p, len(o.Spec.ResourceSelectors), sel)

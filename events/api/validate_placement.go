@@ -29,8 +29,13 @@ const (
 // Fleet contract and returns all problems at once.
 func ValidatePlacement(crp *ClusterResourcePlacement) ErrorList {
 	var p problems
-	validateName(&p, crp.Name, field.NewPath("metadata", "name"))
-	validateClusterScoped(&p, ClusterResourcePlacementKind, crp.Namespace)
+	name := crp.Name
+	if crp.IsResourcePlacement() {
+		name = validateResourcePlacement(&p, crp)
+	} else {
+		validateClusterScoped(&p, ClusterResourcePlacementKind, crp.Namespace)
+	}
+	validateName(&p, name, field.NewPath("metadata", "name"))
 
 	spec := field.NewPath("spec")
 	validateResourceSelectors(&p, crp.Spec.ResourceSelectors, spec.Child("resourceSelectors"))
@@ -41,6 +46,8 @@ func ValidatePlacement(crp *ClusterResourcePlacement) ErrorList {
 	if l := crp.Spec.RevisionHistoryLimit; l != nil && (*l < MinRevisionHistoryLimit || *l > MaxRevisionHistoryLimit) {
 		p.add(ErrorTypeInvalid, spec.Child("revisionHistoryLimit"), "must be between %d and %d, not %d", MinRevisionHistoryLimit, MaxRevisionHistoryLimit, *l)
 	}
+	_, failover := Failover(crp)
+	p.list = append(p.list, failover...)
 	return withPlaceholders(p.list, crp.Placeholders)
 }
 

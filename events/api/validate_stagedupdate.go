@@ -36,8 +36,7 @@ var (
 // Flotilla's stuck-threshold annotation, a positive duration.
 func ValidateStagedUpdateStrategy(s *ClusterStagedUpdateStrategy) ErrorList {
 	var p problems
-	validateName(&p, s.Name, field.NewPath("metadata", "name"))
-	validateClusterScoped(&p, ClusterStagedUpdateStrategyKind, s.Namespace)
+	validateStagedScope(&p, ClusterStagedUpdateStrategyKind, s.Kind, &s.ObjectMeta)
 	if v, ok := s.Annotations[StuckThresholdAnnotation]; ok {
 		if _, err := StuckThreshold(s); err != nil {
 			p.add(ErrorTypeInvalid, field.NewPath("metadata", "annotations").Key(StuckThresholdAnnotation), "%q %s", v, err)
@@ -150,14 +149,16 @@ var errStuckThreshold = errors.New("is not a positive duration such as 10m or 1h
 // non-negative integer when set, and a known state.
 func ValidateStagedUpdateRun(r *ClusterStagedUpdateRun) ErrorList {
 	var p problems
-	validateName(&p, r.Name, field.NewPath("metadata", "name"))
-	validateClusterScoped(&p, ClusterStagedUpdateRunKind, r.Namespace)
+	namespaced := validateStagedScope(&p, ClusterStagedUpdateRunKind, r.Kind, &r.ObjectMeta)
 	spec := field.NewPath("spec")
 	switch {
 	case r.Spec.PlacementName == "":
 		p.add(ErrorTypeRequired, spec.Child("placementName"), "is required")
 	case len(r.Spec.PlacementName) > maxPlacementNameRef:
 		p.add(ErrorTypeInvalid, spec.Child("placementName"), "must be at most %d characters", maxPlacementNameRef)
+	case !namespaced && r.Spec.PlacementName != "" && isKey(r.Spec.PlacementName):
+		// Only a StagedUpdateRun names a ResourcePlacement (of its namespace).
+		p.add(ErrorTypeInvalid, spec.Child("placementName"), "%q is not a ClusterResourcePlacement name", r.Spec.PlacementName)
 	}
 	if r.Spec.StagedUpdateStrategyName == "" {
 		p.add(ErrorTypeRequired, spec.Child("stagedRolloutStrategyName"), "is required")
@@ -209,8 +210,7 @@ func ValidateStagedUpdateRunUpdate(old, new *ClusterStagedUpdateRun) ErrorList {
 // and stage.
 func ValidateApprovalRequest(a *ClusterApprovalRequest) ErrorList {
 	var p problems
-	validateName(&p, a.Name, field.NewPath("metadata", "name"))
-	validateClusterScoped(&p, ClusterApprovalRequestKind, a.Namespace)
+	validateStagedScope(&p, ClusterApprovalRequestKind, a.Kind, &a.ObjectMeta)
 	if a.Spec.TargetUpdateRun == "" {
 		p.add(ErrorTypeRequired, field.NewPath("spec", "parentStageRollout"), "is required")
 	}

@@ -290,7 +290,7 @@ func TestConsumeWaitsForNATS(t *testing.T) {
 		}
 		return nil
 	})
-	srv = startNATSAt(t, port, store)
+	startNATSAt(t, port, store) // stopped by its cleanup
 	if _, err := bus.NewPublisher(js).Publish(t.Context(), "flotilla.placement.p", newEvent(t, "after", knownType)); err != nil {
 		t.Fatal(err)
 	}

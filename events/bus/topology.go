@@ -40,13 +40,15 @@ const (
 	SubjectsOverride  = "flotilla.override.>"
 	// SubjectsStagedUpdate carries staged update strategies, runs and approvals.
 	SubjectsStagedUpdate = "flotilla.stagedupdate.>"
-	SubjectsScheduling   = "flotilla.scheduling.>"
-	SubjectsWorkStatus   = "flotilla.workstatus.>"
-	SubjectsRollout      = "flotilla.rollout.>"
-	SubjectsStatus       = "flotilla.status.>"
-	SubjectsOutbox       = "flotilla.outbox.>"
-	SubjectsWork         = "flotilla.work.>"
-	SubjectsDeadLetter   = "flotilla.deadletter.>"
+	// SubjectsDisruption carries evictions and disruption budgets.
+	SubjectsDisruption = "flotilla.disruption.>"
+	SubjectsScheduling = "flotilla.scheduling.>"
+	SubjectsWorkStatus = "flotilla.workstatus.>"
+	SubjectsRollout    = "flotilla.rollout.>"
+	SubjectsStatus     = "flotilla.status.>"
+	SubjectsOutbox     = "flotilla.outbox.>"
+	SubjectsWork       = "flotilla.work.>"
+	SubjectsDeadLetter = "flotilla.deadletter.>"
 
 	// SubjectWorkPrefix is followed by <cluster>.<placement> (see WorkSubject).
 	SubjectWorkPrefix = "flotilla.work."
@@ -143,7 +145,7 @@ func (o TopologyOptions) streams() []jetstream.StreamConfig {
 			Name:        StreamEvents,
 			Description: "Flotilla events",
 			Subjects: []string{
-				SubjectsPlacement, SubjectsMember, SubjectsHub, SubjectsOverride, SubjectsStagedUpdate, SubjectsScheduling,
+				SubjectsPlacement, SubjectsMember, SubjectsHub, SubjectsOverride, SubjectsStagedUpdate, SubjectsDisruption, SubjectsScheduling,
 				SubjectsWorkStatus, SubjectsRollout, SubjectsStatus, SubjectsOutbox,
 			},
 			Retention:  jetstream.LimitsPolicy,
@@ -218,8 +220,8 @@ func (o TopologyOptions) streams() []jetstream.StreamConfig {
 // Consumers returns the durable consumers on StreamEvents.
 func (o TopologyOptions) Consumers() []jetstream.ConsumerConfig {
 	return []jetstream.ConsumerConfig{
-		o.consumer(ConsumerScheduler, "Scheduler: placements and members",
-			jetstream.DeliverAllPolicy, SubjectsPlacement, SubjectsMember),
+		o.consumer(ConsumerScheduler, "Scheduler: placements, members, evictions and disruption budgets",
+			jetstream.DeliverAllPolicy, SubjectsPlacement, SubjectsMember, SubjectsDisruption),
 		o.consumer(ConsumerRollout, "Rollout: placements, hub resources, overrides, staged updates, decisions, work status, members",
 			jetstream.DeliverAllPolicy, SubjectsPlacement, SubjectsHub, SubjectsOverride, SubjectsStagedUpdate, SubjectsScheduling, SubjectsWorkStatus, SubjectsMember),
 		// No filter: the status service records every event in the audit log.

@@ -34,6 +34,10 @@ type Decision struct {
 	Removed []events.ClusterDecision `json:"removed,omitempty"`
 	// NotChosen are the clusters shown as not chosen, by name, with why.
 	NotChosen []events.ClusterDecision `json:"notChosen,omitempty"`
+	// Released are the clusters a failover or failback moved the placement
+	// away from (action lost or released), by name: their copies are removed
+	// make-before-break.
+	Released  []events.ClusterDecision `json:"released,omitempty"`
 	Fulfilled bool                     `json:"fulfilled"`
 	Message   string                   `json:"message,omitempty"`
 }
@@ -44,9 +48,9 @@ func (d *Decision) Apply(pieces []events.PlacementScheduledV2) error {
 		return err
 	}
 	h := pieces[0]
-	chosen, removed, notChosen := byName(d.Chosen), byName(d.Removed), byName(d.NotChosen)
+	chosen, removed, notChosen, released := byName(d.Chosen), byName(d.Removed), byName(d.NotChosen), byName(d.Released)
 	if h.Base {
-		chosen, removed, notChosen = map[string]events.ClusterDecision{}, map[string]events.ClusterDecision{}, map[string]events.ClusterDecision{}
+		chosen, removed, notChosen, released = map[string]events.ClusterDecision{}, map[string]events.ClusterDecision{}, map[string]events.ClusterDecision{}, map[string]events.ClusterDecision{}
 	}
 	for _, p := range pieces {
 		for _, c := range p.Clusters {
@@ -54,6 +58,7 @@ func (d *Decision) Apply(pieces []events.PlacementScheduledV2) error {
 			delete(chosen, c.Cluster)
 			delete(notChosen, c.Cluster)
 			delete(removed, c.Cluster)
+			delete(released, c.Cluster)
 			switch c.Action {
 			case events.ActionAdded, events.ActionKept:
 				chosen[c.Cluster] = c
@@ -61,6 +66,8 @@ func (d *Decision) Apply(pieces []events.PlacementScheduledV2) error {
 				if was || h.Base {
 					removed[c.Cluster] = c
 				}
+			case events.ActionLost, events.ActionReleased:
+				released[c.Cluster] = c
 			default:
 				notChosen[c.Cluster] = c
 			}
@@ -69,7 +76,7 @@ func (d *Decision) Apply(pieces []events.PlacementScheduledV2) error {
 	*d = Decision{
 		Placement: h.Placement, Revision: h.Revision, Generation: h.Generation, PlacementType: h.PlacementType,
 		Wanted: h.Wanted, Fulfilled: h.Fulfilled, Message: h.Message,
-		Chosen: sorted(chosen), Removed: sorted(removed), NotChosen: sorted(notChosen),
+		Chosen: sorted(chosen), Removed: sorted(removed), NotChosen: sorted(notChosen), Released: sorted(released),
 	}
 	if d.Chosen == nil {
 		d.Chosen = []events.ClusterDecision{}
@@ -85,7 +92,19 @@ func (d *Decision) RemovalReason(cluster string) string {
 	if i, ok := search(d.Removed, cluster, func(c events.ClusterDecision) string { return c.Cluster }); ok {
 		return d.Removed[i].Reason
 	}
+	if r, ok := d.ReleasedAs(cluster); ok {
+		return r.Reason
+	}
 	return ""
+}
+
+// ReleasedAs returns the entry of a cluster failover or failback moved the
+// placement away from (action lost or released).
+func (d *Decision) ReleasedAs(cluster string) (events.ClusterDecision, bool) {
+	if i, ok := search(d.Released, cluster, func(c events.ClusterDecision) string { return c.Cluster }); ok {
+		return d.Released[i], true
+	}
+	return events.ClusterDecision{}, false
 }
 
 // Progress is a placement's rollout progress as a consumer assembles it from

@@ -2,20 +2,19 @@ package containers
 
 import (
 	"context"
+	"os"
 	"testing"
 )
 
-// Require skips the test, saying how to enable it, unless FLOTILLA_USE_DOCKER=1; and fails it
-// when that is set but no Docker engine answers (asking for Docker and silently not getting it
-// would hide a broken CI machine).
+// Require skips the test where no Docker engine answers, saying so, except with CI=true,
+// where it fails it: a CI machine without its engine must not pass by skipping.
 func Require(t testing.TB) {
 	t.Helper()
-	if !Enabled() {
-		t.Skipf("container tests are opt-in: set %s=1 on a machine with a Docker engine "+
-			"(without it, tests use the local PostgreSQL binaries and the embedded NATS server)", EnvUseDocker)
-	}
 	if err := Available(t.Context()); err != nil {
-		t.Fatalf("%s=1 but %v", EnvUseDocker, err)
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true but %v: the container tests must run in CI", err)
+		}
+		t.Skipf("container tests need a Docker engine: %v", err)
 	}
 }
 

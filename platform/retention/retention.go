@@ -13,15 +13,24 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Rule is one table's retention: rows whose Column is older than Keep are deleted. Table
-// and Column are identifiers from code, never from input; Column should be indexed (a
-// batch then reads only the rows it deletes), and a row whose Column is null is kept.
+// Rule is one table's retention: rows whose Column is older than Keep (and that Where
+// admits, when it is set) are deleted. Table, Column and Where are SQL from code, never
+// from input; Column should be indexed (a batch then reads only the rows it deletes), and
+// a row whose Column is null is kept.
 type Rule struct {
 	Table, Column string
 	Keep          time.Duration
+	// Where, when set, is a condition on the table's columns a row must also meet: only
+	// the rows that are done with (a deleted object, a decided eviction) may go.
+	Where string
 }
 
-func (r Rule) String() string { return fmt.Sprintf("%s (%s older than %s)", r.Table, r.Column, r.Keep) }
+func (r Rule) String() string {
+	if r.Where != "" {
+		return fmt.Sprintf("%s (%s older than %s, where %s)", r.Table, r.Column, r.Keep, r.Where)
+	}
+	return fmt.Sprintf("%s (%s older than %s)", r.Table, r.Column, r.Keep)
+}
 
 // Defaults of Pruner.
 const (
@@ -38,11 +47,15 @@ func Prune(ctx context.Context, pool *pgxpool.Pool, r Rule, now time.Time, batch
 	if batch <= 0 {
 		batch = DefaultBatch
 	}
+	where := "true"
+	if r.Where != "" {
+		where = r.Where
+	}
 	q := fmt.Sprintf(`
 		with doomed as (
-			select ctid from %[1]s where %[2]s < $1 limit $2 for update skip locked
+			select ctid from %[1]s where %[2]s < $1 and (%[3]s) limit $2 for update skip locked
 		)
-		delete from %[1]s t using doomed where t.ctid = doomed.ctid`, r.Table, r.Column)
+		delete from %[1]s t using doomed where t.ctid = doomed.ctid`, r.Table, r.Column, where)
 	before := now.Add(-r.Keep)
 	var total int64
 	for ctx.Err() == nil {

@@ -154,3 +154,19 @@ func TestPrunerRunsOnATimer(t *testing.T) {
 		t.Errorf("Run returned %v when stopped", err)
 	}
 }
+
+// A rule with Where prunes only the old rows it admits.
+func TestPruneKeepsOldRowsWhereDoesNotAdmit(t *testing.T) {
+	pool := newPool(t)
+	handled(t, pool, "old-done-", 30, now.Add(-48*time.Hour))
+	handled(t, pool, "old-kept-", 5, now.Add(-48*time.Hour))
+	handled(t, pool, "recent-done-", 5, now.Add(-time.Hour))
+	rule := retention.Rule{Table: "inbox", Column: "handled_at", Keep: 24 * time.Hour, Where: "event_id like '%done%'"}
+	n, err := retention.Prune(t.Context(), pool, rule, now, 7)
+	if err != nil || n != 30 {
+		t.Fatalf("pruned %d, %v; want the 30 old rows Where admits", n, err)
+	}
+	if n := count(t, pool, `select count(*) from inbox where event_id like 'old-kept-%'`); n != 5 {
+		t.Errorf("%d of the 5 old rows Where does not admit left", n)
+	}
+}

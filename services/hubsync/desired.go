@@ -32,16 +32,38 @@ type Snapshot struct {
 }
 
 // Class orders what a pass publishes: members join before anything is placed on them,
-// hub objects are in the hub store before the placements that select them, and in reverse
-// for deletions (a placement goes before its objects leave the hub store, so that its
-// delete strategy, not an emptied selection, decides what happens on the members).
+// hub objects are in the hub store before the placements that select them, overrides
+// before the placements they change (a new placement rolls out overridden at once), and
+// staged update strategies and runs, then evictions and budgets, after the placements they
+// name; in reverse for deletions (a
+// placement goes before its objects leave the hub store, so that its delete strategy, not
+// an emptied selection, decides what happens on the members).
 type Class int
 
+// The values are kept in records: new classes go at the end, and Rank orders them.
 const (
 	ClassMember Class = iota
 	ClassHubResource
 	ClassPlacement
+	ClassOverride
+	ClassDisruption
+	ClassStagedUpdate
 )
+
+// Rank is the class's place in the order of upserts.
+func (c Class) Rank() int {
+	switch c {
+	case ClassOverride:
+		return int(ClassPlacement)
+	case ClassPlacement:
+		return int(ClassPlacement) + 1
+	case ClassStagedUpdate:
+		return int(ClassPlacement) + 2
+	case ClassDisruption:
+		return int(ClassPlacement) + 3
+	}
+	return int(c)
+}
 
 // Record is what hubsync keeps per event subject it published on: the hub object it came
 // from, the content it last published, and the change that undoes it.
@@ -109,7 +131,8 @@ func sourceGroupKind(source string) schema.GroupKind {
 }
 
 // Compute turns a snapshot of the hub into what should be on the bus: every valid
-// placement, member cluster and propagation policy, and the hub objects the placements
+// placement, member cluster, propagation policy, override, eviction, disruption
+// budget, staged update strategy and run, and the hub objects the placements
 // select, as fleetctl apply would publish them.
 func Compute(ctx context.Context, snap Snapshot, cache *Conversions) (*Desired, error) {
 	d := &Desired{Wants: map[string]Want{}, Present: map[string]bool{}, Known: snap.Known}
@@ -128,7 +151,9 @@ func Compute(ctx context.Context, snap Snapshot, cache *Conversions) (*Desired, 
 			continue
 		}
 		switch gvk {
-		case crds.Placement.GVK, crds.Member.GVK, crds.PropagationPolicy.GVK, crds.ClusterPropagationPolicy.GVK:
+		case crds.Placement.GVK, crds.ResourcePlacement.GVK, crds.Member.GVK, crds.PropagationPolicy.GVK, crds.ClusterPropagationPolicy.GVK,
+			crds.ClusterOverride.GVK, crds.Override.GVK, crds.Eviction.GVK, crds.DisruptionBudget.GVK,
+			crds.StagedUpdateStrategy.GVK, crds.StagedUpdateRun.GVK:
 			for _, w := range c.wants {
 				d.Wants[w.Record.Subject] = w
 			}
@@ -298,6 +323,15 @@ func want(c change.Change, source string) (Want, error) {
 		if id, err = selection.NewObject(p.Manifest); err == nil {
 			undo, err = change.HubResourceDeleted(id.ID)
 		}
+	case events.OverrideUpserted:
+		r.Class = ClassOverride
+		undo, err = change.OverrideDeleted(p.Key())
+	case events.DisruptionUpserted:
+		r.Class = ClassDisruption
+		undo, err = change.DisruptionDeleted(p.Key())
+	case events.StagedUpdateUpserted:
+		r.Class = ClassStagedUpdate
+		undo, err = change.StagedUpdateDeleted(p.Key())
 	default:
 		return Want{}, fmt.Errorf("hubsync does not publish %s", c.Type)
 	}

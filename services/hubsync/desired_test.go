@@ -179,3 +179,48 @@ func TestComputeCarriesPropagationPolicies(t *testing.T) {
 		}
 	}
 }
+
+// TestComputeCarriesResourcePlacements: a ResourcePlacement on the hub is published under its
+// placement key, beside a ClusterResourcePlacement of the same name, as fleetctl apply
+// publishes it; it selects the objects of its own namespace only; its record's source is
+// the namespaced object and its undo deletes the placement by its key.
+func TestComputeCarriesResourcePlacements(t *testing.T) {
+	crpNamespaceOnly := "apiVersion: placement.kubernetes-fleet.io/v1beta1\nkind: ClusterResourcePlacement\nmetadata:\n  name: web\n" +
+		"spec:\n  resourceSelectors:\n  - {group: '', version: v1, kind: Namespace, name: web, selectionScope: NamespaceOnly}\n"
+	rp := "apiVersion: placement.kubernetes-fleet.io/v1beta1\nkind: ResourcePlacement\nmetadata:\n  name: web\n  namespace: web\n" +
+		"spec:\n  resourceSelectors:\n  - {group: '', version: v1, kind: ConfigMap}\n"
+	cmOther := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: other\ndata: {color: red}\n"
+	snap := Snapshot{Objects: hubObjects(t, nsWeb, cmWeb, nsOther, cmOther, crpNamespaceOnly, rp),
+		Known: known("Namespace", "ConfigMap", "ClusterResourcePlacement.placement.kubernetes-fleet.io", "ResourcePlacement.placement.kubernetes-fleet.io")}
+	d, err := Compute(t.Context(), snap, NewConversions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rpSubject, err := events.PlacementSubject(api.PlacementKey("web", "web"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var subjects []string
+	for s := range d.Wants {
+		subjects = append(subjects, s)
+	}
+	slices.Sort(subjects)
+	want := []string{"flotilla.hub.core.ConfigMap.web.settings", "flotilla.hub.core.Namespace.-.web", "flotilla.placement.web", rpSubject}
+	slices.Sort(want)
+	if !slices.Equal(subjects, want) || len(d.Problems) > 0 {
+		t.Fatalf("wanted subjects %v (problems %v), want %v", subjects, d.Problems, want)
+	}
+	w := d.Wants[rpSubject]
+	up, ok := w.Change.Payload.(events.PlacementUpserted)
+	if !ok || up.Placement.Name != "web..web" || up.Placement.Namespace != "web" || up.Placement.Kind != api.ResourcePlacementKind {
+		t.Errorf("the ResourcePlacement is published as %+v, want under its key web..web", w.Change.Payload)
+	}
+	if w.Record.Source != "placement.kubernetes-fleet.io/ResourcePlacement/web/web" || w.Record.Class != ClassPlacement ||
+		w.Record.Undo.Type != events.TypePlacementDeleted || string(w.Record.Undo.Payload) != `{"name":"web..web"}` {
+		t.Errorf("the ResourcePlacement's record %+v, want its own source and a deletion of web..web", w.Record)
+	}
+	crp := d.Wants["flotilla.placement.web"]
+	if crp.Record.Source != "placement.kubernetes-fleet.io/ClusterResourcePlacement//web" || string(crp.Record.Undo.Payload) != `{"name":"web"}` {
+		t.Errorf("the ClusterResourcePlacement's record %+v", crp.Record)
+	}
+}

@@ -14,12 +14,13 @@ func selectResources(ctx context.Context, placements []*api.ClusterResourcePlace
 	store := newMemStore(resources)
 	picked := map[string]bool{}
 	for _, p := range placements {
-		objs, err := selection.Select(ctx, p.Spec.ResourceSelectors, store)
+		ns, _ := api.SplitPlacementKey(api.InternalPlacement(p).Name)
+		objs, err := selection.Select(ctx, ns, p.Spec.ResourceSelectors, store)
 		var invalid *selection.InvalidError
 		if errors.As(err, &invalid) {
 			// The placement's status says so (InvalidResourceSelectors); its other
 			// selectors are judged one by one so that what they select is published.
-			objs = selectEach(ctx, p.Spec.ResourceSelectors, store)
+			objs = selectEach(ctx, ns, p.Spec.ResourceSelectors, store)
 		} else if err != nil {
 			return nil, err
 		}
@@ -36,10 +37,10 @@ func selectResources(ctx context.Context, placements []*api.ClusterResourcePlace
 	return out, nil
 }
 
-func selectEach(ctx context.Context, selectors []api.ClusterResourceSelector, store selection.Store) []selection.Object {
+func selectEach(ctx context.Context, namespace string, selectors []api.ClusterResourceSelector, store selection.Store) []selection.Object {
 	var out []selection.Object
 	for _, s := range selectors {
-		objs, err := selection.Select(ctx, []api.ClusterResourceSelector{s}, store)
+		objs, err := selection.Select(ctx, namespace, []api.ClusterResourceSelector{s}, store)
 		if err == nil {
 			out = append(out, objs...)
 		}

@@ -8,7 +8,10 @@ import (
 	"slices"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	"github.com/flotilla-dev/flotilla/events"
+	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/services/fleetctl/change"
 	"github.com/flotilla-dev/flotilla/services/fleetctl/submit"
 	"github.com/flotilla-dev/flotilla/services/hubsync/crds"
@@ -39,15 +42,33 @@ type syncer struct {
 	reported map[Problem]bool
 }
 
-// owns reports whether the placement of that name was published from the hub's
-// ClusterResourcePlacement of that name (and not by fleetctl, or from a policy).
-func (s *syncer) owns(placement string) bool {
-	subject, err := events.PlacementSubject(placement)
+// owns reports whether the placement, eviction or staged update run of that namespace and
+// name (a ResourcePlacement's namespace, "" for the cluster-scoped kinds) was published from
+// the hub's object of that kind, namespace and name (and not by fleetctl, or from a policy):
+// a ResourcePlacement and a ClusterResourcePlacement of one name are two placements.
+func (s *syncer) owns(gvk schema.GroupVersionKind, namespace, name string) bool {
+	var subject string
+	var err error
+	switch gvk {
+	case crds.Placement.GVK:
+		subject, err = events.PlacementSubject(name)
+	case crds.ResourcePlacement.GVK:
+		if namespace == "" {
+			return false
+		}
+		subject, err = events.PlacementSubject(api.PlacementKey(namespace, name))
+	case crds.Eviction.GVK:
+		subject, err = events.DisruptionSubject(events.DisruptionKey{Kind: gvk.Kind, Name: name})
+	case crds.StagedUpdateRun.GVK:
+		subject, err = events.StagedUpdateSubject(events.StagedUpdateKey{Kind: gvk.Kind, Name: name})
+	default:
+		return false
+	}
 	if err != nil {
 		return false
 	}
 	r, ok := s.recs.get(subject)
-	return ok && r.Source == SourceOf(crds.Placement.GVK.GroupKind(), "", placement)
+	return ok && r.Source == SourceOf(gvk.GroupKind(), namespace, name)
 }
 
 // pass runs once: upserts first (members, then hub objects, then placements), then the
@@ -72,7 +93,7 @@ func (s *syncer) pass(ctx context.Context) (Pass, error) {
 		}
 	}
 	slices.SortFunc(ups, func(a, b Want) int {
-		return cmp.Or(cmp.Compare(a.Record.Class, b.Record.Class), cmp.Compare(a.Record.Subject, b.Record.Subject))
+		return cmp.Or(cmp.Compare(a.Record.Class.Rank(), b.Record.Class.Rank()), cmp.Compare(a.Record.Subject, b.Record.Subject))
 	})
 	var undos []Record
 	for subject, r := range recs {
@@ -82,7 +103,7 @@ func (s *syncer) pass(ctx context.Context) (Pass, error) {
 		undos = append(undos, r)
 	}
 	slices.SortFunc(undos, func(a, b Record) int {
-		return cmp.Or(cmp.Compare(b.Class, a.Class), cmp.Compare(a.Subject, b.Subject))
+		return cmp.Or(cmp.Compare(b.Class.Rank(), a.Class.Rank()), cmp.Compare(a.Subject, b.Subject))
 	})
 
 	if err := s.upsert(ctx, ups, &p); err != nil {

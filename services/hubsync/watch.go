@@ -219,10 +219,13 @@ func (w *watcher) list(gvr schema.GroupVersionResource) []*unstructured.Unstruct
 	return out
 }
 
-// statusOnly reports whether an update of a placement or member cluster changed nothing but
-// its status (their status is a subresource: the spec's changes bump the generation).
+// statusOnly reports whether an update of a placement (either kind), member cluster,
+// eviction or run changed nothing but its status (their status is a subresource: the spec's
+// changes bump the generation).
 func statusOnly(gvk schema.GroupVersionKind, old, cur any) bool {
-	if gvk != crds.Placement.GVK && gvk != crds.Member.GVK {
+	switch gvk {
+	case crds.Placement.GVK, crds.ResourcePlacement.GVK, crds.Member.GVK, crds.Eviction.GVK, crds.StagedUpdateRun.GVK:
+	default:
 		return false
 	}
 	a, ok1 := old.(*unstructured.Unstructured)

@@ -100,7 +100,8 @@ func judge(raw []byte) (*api.Document, api.ErrorList) {
 	return &doc, errs
 }
 
-// judgeUpdate applies Fleet's update rules to a placement's new spec.
+// judgeUpdate applies Fleet's update rules to a placement's new spec (a
+// ClusterResourcePlacement's or a ResourcePlacement's: the same rules).
 func judgeUpdate(oldRaw []byte, obj api.Object) api.ErrorList {
 	next, ok := obj.(*api.ClusterResourcePlacement)
 	if !ok || len(oldRaw) == 0 {
@@ -115,7 +116,7 @@ func judgeUpdate(oldRaw []byte, obj api.Object) api.ErrorList {
 		return nil
 	}
 	api.Default(prev)
-	return api.ValidateSpecUpdate(&prev.Spec, &next.Spec)
+	return api.ValidatePlacementUpdate(prev, next)
 }
 
 // decodeErrors flattens DecodeAll's errors (one *api.DocumentError per document, each

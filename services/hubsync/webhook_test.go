@@ -136,3 +136,31 @@ func TestWebhookServesAdmissionReviews(t *testing.T) {
 		t.Errorf("response %s (%v)", rec.body.String(), err)
 	}
 }
+
+// TestWebhookJudgesResourcePlacements: a ResourcePlacement is judged by upstream's rules (no
+// Namespace selectors) and its updates by Fleet's update rules.
+func TestWebhookJudgesResourcePlacements(t *testing.T) {
+	rp := `apiVersion: placement.kubernetes-fleet.io/v1beta1
+kind: ResourcePlacement
+metadata: {name: web, namespace: web}
+spec:
+  resourceSelectors: [{group: "", version: v1, kind: ConfigMap, name: settings}]
+  policy: {placementType: PickAll}
+`
+	if resp := Review(request(t, admissionv1.Create, rp, "")); !resp.Allowed {
+		t.Errorf("a valid ResourcePlacement refused: %s", resp.Result.Message)
+	}
+	selectsNamespace := strings.Replace(rp, "kind: ConfigMap, name: settings", "kind: Namespace, name: web", 1)
+	resp := Review(request(t, admissionv1.Create, selectsNamespace, ""))
+	if resp.Allowed || len(resp.Result.Details.Causes) != 1 || resp.Result.Details.Causes[0].Field != "spec.resourceSelectors[0].kind" {
+		t.Errorf("a ResourcePlacement selecting a Namespace: %+v", resp.Result)
+	}
+	if resp.Result != nil && !strings.HasPrefix(resp.Result.Message, `ResourcePlacement "web" is invalid: `) {
+		t.Errorf("refusal %q does not name the ResourcePlacement", resp.Result.Message)
+	}
+	pickN := strings.Replace(rp, "{placementType: PickAll}", "{placementType: PickN, numberOfClusters: 1}", 1)
+	resp = Review(request(t, admissionv1.Update, pickN, rp))
+	if resp.Allowed || len(resp.Result.Details.Causes) != 1 || resp.Result.Details.Causes[0].Field != "spec.policy.placementType" {
+		t.Errorf("changing a ResourcePlacement's placementType: %+v", resp.Result)
+	}
+}

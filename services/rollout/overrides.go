@@ -132,10 +132,10 @@ func (r *rollout) deleteOverride(ctx context.Context, tx pgx.Tx, eventID string,
 // snapshot with the change rolls out; an override for every placement waits
 // for each placement's next snapshot.
 func (r *rollout) overrideChanged(ctx context.Context, tx pgx.Tx, o api.Override, now time.Time) error {
-	if o.Placement == nil || o.Placement.Scope == api.NamespaceScoped {
+	if o.Placement == nil {
 		return nil
 	}
-	return r.reselect(ctx, tx, []string{o.Placement.Name}, now)
+	return r.reselect(ctx, tx, []string{o.PlacementKey()}, now)
 }
 
 func lockOverride(ctx context.Context, tx pgx.Tx, k api.OverrideKey) (*overrideRow, error) {
@@ -184,11 +184,15 @@ func liveOverrides(ctx context.Context, tx pgx.Tx, kind string) ([]api.Override,
 }
 
 // overridesFor reads the live overrides that may concern a placement: those
-// naming it and those naming none.
+// naming it and those naming none. A ResourceOverride names a ResourcePlacement
+// by its name alone (scope Namespaced, in the override's namespace), so the
+// name without the namespace is asked for too; override.Applicable keeps the
+// exact ones.
 func overridesFor(ctx context.Context, tx pgx.Tx, placement string) ([]override.Snapshot, error) {
+	_, name := api.SplitPlacementKey(placement)
 	rows, err := tx.Query(ctx, `
 		select override, snapshot_index from rollout_overrides
-		where not deleted and (override->'placement' is null or override->'placement'->>'name' = $1)`, placement)
+		where not deleted and (override->'placement' is null or override->'placement'->>'name' in ($1, $2))`, placement, name)
 	if err != nil {
 		return nil, fmt.Errorf("read the overrides of %s: %w", placement, err)
 	}

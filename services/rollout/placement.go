@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -65,6 +66,21 @@ func (r *rollout) upsertPlacement(ctx context.Context, tx pgx.Tx, m bus.Meta, p 
 	// The selectors may have changed: evaluate them when the window ends
 	// (hub objects published with the placement then make one snapshot).
 	due, opened := snapshot.DueAt(row.windowOpenedAt, now, r.window, r.maxWait)
+	if row.windowOpenedAt == nil {
+		// A placement's first selection need not wait: the objects of a
+		// `fleetctl apply` that lists them before the placement are in the
+		// hub store already (this batch or an earlier one stored them), so
+		// the window would buy nothing. It is evaluated now, and cut only if
+		// every selector picks something (evaluateSelection); otherwise the
+		// window opens as usual. Objects that come later cut a new snapshot.
+		first, err := hasNoSnapshot(ctx, tx, crp.Name)
+		if err != nil {
+			return err
+		}
+		if first {
+			due, row.selectAtOnce = now, true
+		}
+	}
 	row.snapshotDueAt, row.windowOpenedAt = &due, &opened
 	return r.reconcile(ctx, tx, row, now)
 }
@@ -153,6 +169,7 @@ func (r *rollout) reported(ctx context.Context, tx pgx.Tx, m bus.Meta, p *events
 		return nil
 	}
 	c.reportSeq = int64(m.Sequence)
+	was, wasAppliedAt := c.report, c.appliedAt
 	c.report = summarise(p)
 	if c.report.Applied.Status == "True" {
 		if c.appliedAt == nil {
@@ -169,6 +186,11 @@ func (r *rollout) reported(ctx context.Context, tx pgx.Tx, m bus.Meta, p *events
 	}
 	if err := saveCluster(ctx, tx, p.Placement, c); err != nil {
 		return err
+	}
+	if reflect.DeepEqual(was, c.report) && sameTime(wasAppliedAt, c.appliedAt) {
+		// The same readiness as before (a worker reporting again what it
+		// reported): nothing for the rollout to do.
+		return nil
 	}
 	// Reconciled once at the end of the batch, with the batch's other reports on it.
 	later.add(ctx, p.Placement)

@@ -100,7 +100,7 @@ func (ps *pass) overridesFailed(ctx context.Context, c *clusterRow, r override.R
 // tombstone enqueues the removal of the placement from a cluster.
 func (ps *pass) tombstone(ctx context.Context, c *clusterRow, reason string) error {
 	p, now := ps.p, ps.now
-	ds := deleteStrategyFor(p.spec, ps.gone, c.cluster)
+	ds := deleteStrategyFor(p.spec, p.deleted, ps.gone, c.cluster)
 	c.workSeq++
 	id := events.ID("tombstone", c.cluster, p.name, fmt.Sprint(c.workSeq))
 	subject, err := events.WorkSubject(c.cluster, p.name)
@@ -193,15 +193,18 @@ func (ps *pass) removalReason(cluster string) string {
 
 // deleteStrategyFor is the delete strategy of a tombstone: a member that
 // left decides by its leave policy (Keep, the default, abandons the objects
-// as upstream Fleet does; Delete removes them); otherwise the placement's.
-func deleteStrategyFor(spec *api.PlacementSpec, gone map[string]events.LeavePolicy, cluster string) api.DeleteStrategy {
+// as upstream Fleet does; Delete removes them); a deleted placement by its
+// deleteStrategy; a cluster no longer scheduled (or evicted) for a live
+// placement loses the objects, as upstream's deleteStrategy applies only to
+// the deletion of the placement.
+func deleteStrategyFor(spec *api.PlacementSpec, deleted bool, gone map[string]events.LeavePolicy, cluster string) api.DeleteStrategy {
 	if policy, left := gone[cluster]; left {
 		if policy == events.LeaveDelete {
 			return api.DeleteStrategy{PropagationPolicy: api.DeletePropagationPolicyDelete}
 		}
 		return api.DeleteStrategy{PropagationPolicy: api.DeletePropagationPolicyAbandon}
 	}
-	if spec != nil && spec.Strategy.DeleteStrategy != nil && spec.Strategy.DeleteStrategy.PropagationPolicy != "" {
+	if deleted && spec != nil && spec.Strategy.DeleteStrategy != nil && spec.Strategy.DeleteStrategy.PropagationPolicy != "" {
 		return *spec.Strategy.DeleteStrategy
 	}
 	return api.DeleteStrategy{PropagationPolicy: api.DeletePropagationPolicyDelete}

@@ -76,6 +76,7 @@ type pass struct {
 	now time.Time
 
 	clusters map[string]*clusterRow        // by name; involve adds the newly scheduled
+	loaded   map[string]clusterRow         // the rows as load read them (track saves only those that changed)
 	gone     map[string]events.LeavePolicy // members that left the fleet
 	latest   *latestSnapshot               // nil until the first snapshot is cut
 	key      string                        // work key of latest under the current spec (see keyFor)
@@ -111,6 +112,10 @@ func (ps *pass) load(ctx context.Context) error {
 	if ps.clusters, err = loadClusters(ctx, ps.tx, ps.p.name); err != nil {
 		return err
 	}
+	ps.loaded = make(map[string]clusterRow, len(ps.clusters))
+	for n, c := range ps.clusters {
+		ps.loaded[n] = *c
+	}
 	ps.gone, err = leftMembers(ctx, ps.tx)
 	return err
 }
@@ -138,10 +143,11 @@ func (ps *pass) retire(ctx context.Context) error {
 func (ps *pass) catchUpSnapshot(ctx context.Context) error {
 	p := ps.p
 	if p.snapshotDueAt != nil && !ps.now.Before(*p.snapshotDueAt) {
+		// Closed before the evaluation, which may open a window again.
+		p.snapshotDueAt, p.windowOpenedAt = nil, nil
 		if err := ps.evaluateSelection(ctx); err != nil {
 			return err
 		}
-		p.snapshotDueAt, p.windowOpenedAt = nil, nil
 	}
 	var err error
 	ps.latest, err = loadLatestSnapshot(ctx, ps.tx, p.name)
@@ -238,7 +244,7 @@ func (ps *pass) roll(ctx context.Context) error {
 		_, left := ps.gone[n]
 		in.Clusters = append(in.Clusters, plan.Cluster{
 			Name: n, Scheduled: ps.scheduled[n], Holds: c.holds(), Current: c.holds() && c.workKey == ps.keyFor(n),
-			Ready: st.Ready, Failed: st.Failed, Gone: left,
+			Ready: st.Ready, Failed: st.Failed, Gone: left, Release: ps.release(n),
 		})
 	}
 	var err error
@@ -326,6 +332,13 @@ func (ps *pass) track(ctx context.Context) (progress, error) {
 			pr.changed = append(pr.changed, events.ClusterProgress{Cluster: n, Removed: true})
 		case entry == nil:
 			continue // not scheduled, not reported: nothing to save
+		default:
+			// Its entry is the same: the row is saved only if the pass
+			// changed it, so a reconcile for one cluster's report writes
+			// that cluster's row, not every cluster's.
+			if ps.unchanged(c) {
+				continue
+			}
 		}
 		c.reported = entry
 		if err := saveCluster(ctx, ps.tx, p.name, c); err != nil {
@@ -333,6 +346,22 @@ func (ps *pass) track(ctx context.Context) (progress, error) {
 		}
 	}
 	return pr, nil
+}
+
+// unchanged reports whether a cluster's row is as load read it, its progress
+// entry aside (track compares that). The report and the overrides are only
+// ever replaced, never changed in place, so their pointers tell.
+func (ps *pass) unchanged(c *clusterRow) bool {
+	was, ok := ps.loaded[c.cluster]
+	return ok && was.sent == c.sent && was.sentIndex == c.sentIndex && was.sentGeneration == c.sentGeneration &&
+		was.workKey == c.workKey && was.keyGeneration == c.keyGeneration && sameTime(was.sentAt, c.sentAt) &&
+		was.workSeq == c.workSeq && was.report == c.report && was.reportSeq == c.reportSeq &&
+		sameTime(was.appliedAt, c.appliedAt) && was.targetKey == c.targetKey && sameTime(was.targetSince, c.targetSince) &&
+		was.ready == c.ready && was.overrides == c.overrides
+}
+
+func sameTime(a, b *time.Time) bool {
+	return a == b || (a != nil && b != nil && a.Equal(*b))
 }
 
 // clusterRollout is the progress of one scheduled cluster. It restarts the
@@ -461,4 +490,22 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// release is how a cluster the scheduler's failover or failback moved the
+// placement away from is removed: only once it is back (action lost) and the
+// placement is available on the chosen clusters (make-before-break).
+func (ps *pass) release(cluster string) plan.Release {
+	if ps.p.decision == nil || ps.scheduled[cluster] {
+		return plan.ReleaseNormal
+	}
+	r, ok := ps.p.decision.ReleasedAs(cluster)
+	switch {
+	case !ok:
+		return plan.ReleaseNormal
+	case r.Action == events.ActionLost:
+		return plan.ReleaseWhenBack
+	default:
+		return plan.ReleaseWhenAvailable
+	}
 }

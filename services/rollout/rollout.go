@@ -60,7 +60,9 @@ type Config struct {
 	// SnapshotWindow coalesces changes: a placement's selection is evaluated
 	// when no hub or spec change has come for this long, so a burst of
 	// changes (a `fleetctl apply` of tens of objects, consumed one
-	// transaction each) gives one snapshot. Default 50ms.
+	// transaction each) gives one snapshot. Default 50ms. A new placement's
+	// first selection does not wait when every selector already picks
+	// something (its objects were published before it).
 	SnapshotWindow time.Duration
 	// SnapshotMaxWait bounds the coalescing: a selection is evaluated at most
 	// this long after the first change of a burst. Default 2s.
@@ -162,6 +164,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		},
 		r.runTimers,
 		r.collectBlobs,
+		r.servePreviews,
 	)
 }
 

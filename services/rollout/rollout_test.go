@@ -284,6 +284,84 @@ func TestABurstOfHubChangesMakesOneSnapshot(t *testing.T) {
 	f.waitWork("member-1", "burst", 1)
 }
 
+func TestANewPlacementWhoseObjectsAreKnownIsSnapshottedAtOnce(t *testing.T) {
+	t.Parallel()
+	// A window no test waits out: the snapshot can only come without it.
+	f := newFixture(t, rollout.Config{SnapshotWindow: time.Hour, SnapshotMaxWait: time.Hour})
+	f.start()
+	// As fleetctl apply publishes a file that lists the objects first.
+	f.hub(namespaceManifest("early"), configMap("early", "a", "x"), configMap("early", "b", "x"))
+	f.place(crp("early", namespace("early")))
+	f.schedule("early", 1, []string{"member-1"}, nil)
+	w := f.waitWork("member-1", "early", 0)
+	if len(w.Manifests) != 3 {
+		t.Errorf("work carries %d manifests, want 3", len(w.Manifests))
+	}
+	if s := f.snapshots("early"); len(s) != 1 || len(s[0].SelectedResources) != 3 {
+		t.Errorf("snapshots %+v, want one of 3 objects", s)
+	}
+}
+
+func TestObjectsAfterANewPlacementMakeANewSnapshot(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, rollout.Config{})
+	f.start()
+	f.hub(namespaceManifest("later"), configMap("later", "a", "x"))
+	f.place(crp("later", namespace("later")))
+	f.schedule("later", 1, []string{"member-1"}, nil)
+	f.hub(configMap("later", "b", "x"))
+	var snaps []events.SnapshotCreated
+	poll.Until(t, patience, "a snapshot with the later object", func() error {
+		snaps = f.snapshots("later")
+		if len(snaps) == 0 {
+			return errors.New("no snapshot yet")
+		}
+		if last := snaps[len(snaps)-1]; len(last.SelectedResources) != 3 {
+			return fmt.Errorf("latest snapshot %d selects %d objects", last.Index, len(last.SelectedResources))
+		}
+		return nil
+	})
+	last := snaps[len(snaps)-1]
+	w := f.waitWork("member-1", "later", last.Index)
+	if len(w.Manifests) != 3 {
+		t.Errorf("work for snapshot %d carries %d manifests, want 3", last.Index, len(w.Manifests))
+	}
+}
+
+func TestANewPlacementBeforeItsObjectsWaitsForThem(t *testing.T) {
+	t.Parallel()
+	// A window long enough that every object lands in it.
+	f := newFixture(t, rollout.Config{SnapshotWindow: 3 * time.Second})
+	f.start()
+	reader := `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{"name":"waits-reader"},"rules":[]}`
+	tests := []struct {
+		name    string
+		before  []string // published before the placement
+		after   []string // after it
+		selects []api.ClusterResourceSelector
+	}{
+		{name: "nothing selected yet", after: []string{namespaceManifest("waits-1"), configMap("waits-1", "a", "x")},
+			selects: []api.ClusterResourceSelector{namespace("waits-1")}},
+		{name: "one selector of two matches", before: []string{namespaceManifest("waits-2"), configMap("waits-2", "a", "x")},
+			after: []string{reader},
+			selects: []api.ClusterResourceSelector{namespace("waits-2"),
+				{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole", Name: "waits-reader"}}},
+	}
+	// One fixture for both (the fixture's helpers fail the test itself, not a subtest).
+	for i, tt := range tests {
+		name := fmt.Sprintf("waits-%d", i+1)
+		f.hub(tt.before...)
+		f.place(crp(name, tt.selects...))
+		f.hub(tt.after...)
+		f.schedule(name, 1, []string{"member-1"}, nil)
+		f.waitWork("member-1", name, 0)
+		snaps := f.snapshots(name)
+		if len(snaps) != 1 || len(snaps[0].SelectedResources) != len(tt.before)+len(tt.after) {
+			t.Errorf("%s: snapshots %+v, want one of all %d objects", tt.name, snaps, len(tt.before)+len(tt.after))
+		}
+	}
+}
+
 // rollToCompletion drives a rolling update of snapshot 1 across the
 // clusters, reporting each started cluster applied and available, and
 // checks that no step starts more than maxUnavailable clusters at once.
@@ -495,7 +573,10 @@ func TestTombstonesForUnscheduledClustersAndDeletedPlacements(t *testing.T) {
 	f := newFixture(t, rollout.Config{})
 	f.start()
 	f.hub(namespaceManifest("web"))
+	// Abandon is for the placement's deletion only (upstream's deleteStrategy): a
+	// cluster the scheduler drops loses the objects all the same.
 	p := crp("web", namespace("web"))
+	p.Spec.Strategy.DeleteStrategy = &api.DeleteStrategy{PropagationPolicy: api.DeletePropagationPolicyAbandon}
 	f.place(p)
 	f.schedule("web", 1, []string{"m1", "m2", "m3"}, nil)
 	for _, c := range []string{"m1", "m2", "m3"} {
@@ -542,8 +623,6 @@ func TestTombstonesForUnscheduledClustersAndDeletedPlacements(t *testing.T) {
 
 	// Deleting the placement tombstones every cluster holding it, once,
 	// with its delete strategy.
-	p.Spec.Strategy.DeleteStrategy = &api.DeleteStrategy{PropagationPolicy: api.DeletePropagationPolicyAbandon}
-	f.place(p)
 	f.deletePlacement("web")
 	poll.Until(t, patience, "tombstones of the deleted placement", func() error {
 		ts := f.tombstones("web")

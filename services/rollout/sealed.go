@@ -22,7 +22,7 @@ import (
 const sealedField = "flotilla.io/sealed"
 
 // errNoKey refuses to store a Secret in plain text.
-var errNoKey = errors.New("Secrets are stored encrypted and the rollout has no encryption key: " +
+var errNoKey = errors.New("secrets are stored encrypted and the rollout has no encryption key: " +
 	"give it --encryption-key-file (or " + EnvEncryptionKeyFile + "); see deploy/README.md")
 
 // sealManifest returns what to store for a canonical manifest: itself, or for one holding a

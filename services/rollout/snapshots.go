@@ -20,10 +20,12 @@ import (
 )
 
 // evaluateSelection selects the placement's resources and cuts a snapshot
-// when their content differs from the latest one.
+// when their content differs from the latest one. A new placement's first
+// evaluation (selectAtOnce) cuts only if every selector picks something, and
+// otherwise opens the coalescing window.
 func (ps *pass) evaluateSelection(ctx context.Context) error {
 	p, tx, now := ps.p, ps.tx, ps.now
-	objs, err := selection.Select(ctx, p.spec.ResourceSelectors, hubStore{tx, ps.r.keys})
+	objs, unmatched, err := selection.SelectEach(ctx, p.namespace(), p.spec.ResourceSelectors, hubStore{tx, ps.r.keys})
 	var invalid *selection.InvalidError
 	if errors.As(err, &invalid) {
 		msg := invalid.Error()
@@ -32,6 +34,13 @@ func (ps *pass) evaluateSelection(ctx context.Context) error {
 	}
 	if err != nil {
 		return fmt.Errorf("select resources of %s: %w", p.name, err)
+	}
+	if p.selectAtOnce && len(unmatched) > 0 {
+		// A new placement some of whose objects have not arrived: they
+		// likely follow it, so wait for them as after any change.
+		due, opened := snapshot.DueAt(nil, now, ps.r.window, ps.r.maxWait)
+		p.snapshotDueAt, p.windowOpenedAt = &due, &opened
+		return nil
 	}
 	p.selectionError = nil
 	content, err := snapshot.Of(objs)

@@ -162,10 +162,11 @@ func TestStagedRunStopsAtApprovalWaitsAndRollsBack(t *testing.T) {
 	}
 	f.approve("r1-before-production")
 	// maxConcurrency 1, sorted by the label order: m3 (1) before m2 (2).
-	f.readyAt("st", 0, "m3")
+	m3 := f.waitWork("m3", "st", 0)
 	if n := len(f.works("m2", "st")); n != 0 {
 		t.Errorf("m2 was sent work before m3 was ready (maxConcurrency 1)")
 	}
+	f.report(m3, applied, available)
 	f.readyAt("st", 0, "m2")
 	f.waitRun("r1", "the timed wait", func(r api.ClusterStagedUpdateRun) error {
 		if c := condition(r, api.UpdateRunConditionProgressing); !strings.Contains(c.Message, "timed wait of 2s") {

@@ -299,7 +299,7 @@ func (ps *pass) walkStages(ctx context.Context, sr *stagedRun) error {
 		if ok, err := ps.approvals(ctx, run, cfg.Name, true, s.BeforeStageTaskStatus); err != nil {
 			return err
 		} else if !ok {
-			waiting = fmt.Sprintf("stage %s waits for approval: fleetctl approve clusterapprovalrequest %s", cfg.Name, api.ApprovalRequestName(run.Name, cfg.Name, true))
+			waiting = fmt.Sprintf("stage %s waits for approval: %s", cfg.Name, approveCommand(api.ApprovalRequestName(run.Name, cfg.Name, true)))
 			ps.setStageCondition(&s, api.StageConditionProgressing, metav1.ConditionFalse, reasonStageWaiting, waiting)
 			statuses = append(statuses, s)
 			continue
@@ -394,7 +394,7 @@ func (ps *pass) walkStages(ctx context.Context, sr *stagedRun) error {
 		} else if !ok {
 			tasksDone = false
 			if waiting == "" {
-				waiting = fmt.Sprintf("stage %s waits for approval: fleetctl approve clusterapprovalrequest %s", cfg.Name, api.ApprovalRequestName(run.Name, cfg.Name, false))
+				waiting = fmt.Sprintf("stage %s waits for approval: %s", cfg.Name, approveCommand(api.ApprovalRequestName(run.Name, cfg.Name, false)))
 			}
 		}
 		if !tasksDone {
@@ -642,4 +642,13 @@ func (ps *pass) saveRun(ctx context.Context, sr *stagedRun) error {
 		return fmt.Errorf("save run %s: %w", sr.run.Name, err)
 	}
 	return nil
+}
+
+// approveCommand is the fleetctl command that approves the request named key:
+// a ClusterApprovalRequest, or the ApprovalRequest of a StagedUpdateRun.
+func approveCommand(key string) string {
+	if ns, name := api.SplitPlacementKey(key); ns != "" {
+		return fmt.Sprintf("fleetctl approve approvalrequest %s -n %s", name, ns)
+	}
+	return "fleetctl approve clusterapprovalrequest " + key
 }

@@ -34,6 +34,17 @@ type placementRow struct {
 	// emitted, and progressRevision counts the progress revisions emitted.
 	progressHash     *string
 	progressRevision int64
+	// selectAtOnce is set (in memory, for this pass) when a placement with no
+	// snapshot yet has its selection evaluated without a coalescing window:
+	// the snapshot is cut only if every selector picks something.
+	selectAtOnce bool
+}
+
+// namespace is a ResourcePlacement's namespace, from its key; "" for a
+// ClusterResourcePlacement.
+func (p *placementRow) namespace() string {
+	ns, _ := api.SplitPlacementKey(p.name)
+	return ns
 }
 
 // lockMode says how lockPlacement treats a missing or busy row.
@@ -285,6 +296,15 @@ func leftMembers(ctx context.Context, tx pgx.Tx) (map[string]events.LeavePolicy,
 type latestSnapshot struct {
 	index int64
 	hash  string
+}
+
+// hasNoSnapshot says whether no snapshot of a placement was ever cut.
+func hasNoSnapshot(ctx context.Context, tx pgx.Tx, placement string) (bool, error) {
+	var exists bool
+	if err := tx.QueryRow(ctx, `select exists (select 1 from resource_snapshots where placement = $1)`, placement).Scan(&exists); err != nil {
+		return false, fmt.Errorf("snapshots of %s: %w", placement, err)
+	}
+	return !exists, nil
 }
 
 func loadLatestSnapshot(ctx context.Context, tx pgx.Tx, placement string) (*latestSnapshot, error) {

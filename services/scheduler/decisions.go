@@ -45,6 +45,7 @@ func (s *Scheduler) decide(ctx context.Context, tx pgx.Tx, ev cloudevents.Event,
 	if err != nil {
 		return bus.Permanent(fmt.Errorf("placement %s: %w", r.name, err))
 	}
+	policy.Namespace, _ = api.SplitPlacementKey(r.name)
 	set, err := s.memberSet()
 	if err != nil {
 		return err
@@ -57,11 +58,30 @@ func (s *Scheduler) decide(ctx context.Context, tx pgx.Tx, ev cloudevents.Event,
 	if prev != nil {
 		_ = tx.QueryRow(ctx, `select generation from scheduler_bindings where placement = $1`, r.name).Scan(&prevGeneration)
 	}
-	d := schedule.Decide(policy, set, prev, s.now())
-	if !d.Changed(prev) && prevGeneration == r.generation {
-		return nil
+	fo, err := s.failoverPolicy(ctx, tx, r, prev)
+	if err != nil {
+		return err
 	}
-	return s.record(ctx, tx, ev, r, published{prev, prevGeneration}, d, true)
+	fo.HeardUpTo = s.heard
+	now := s.now()
+	d, wake := schedule.DecideFailover(policy, set, prev, now, fo)
+	if prev == nil && !wake.IsZero() && !wake.After(now) {
+		// A first decision asks to be decided again at once, with liveness to judge:
+		// read it for the clusters just chosen and take the timer that decision sets,
+		// here, so that the binding is settled when this transaction commits.
+		if fo, err = s.failoverPolicy(ctx, tx, r, d); err != nil {
+			return err
+		}
+		fo.HeardUpTo = s.heard
+		_, wake = schedule.DecideFailover(policy, set, d, now, fo)
+	}
+	id := events.ID("scheduled", r.name, ev.ID())
+	if d.Changed(prev) || prevGeneration != r.generation {
+		if err := s.record(ctx, tx, ev, r, published{prev, prevGeneration}, d, true); err != nil {
+			return err
+		}
+	}
+	return s.afterDecision(ctx, tx, r.name, d, wake, id)
 }
 
 // published is the decision consumers hold of a placement: the binding
@@ -142,6 +162,9 @@ func (s *Scheduler) history(ctx context.Context, tx pgx.Tx, r placementRow, d *s
 	for _, u := range d.Removed {
 		rows = append(rows, []any{r.name, r.policyGeneration, u.Cluster, "removed", nil, nil, u.Reason.Message, id, now})
 	}
+	for _, u := range d.Released {
+		rows = append(rows, []any{r.name, r.policyGeneration, u.Cluster, "released", nil, nil, u.Note.Message, id, now})
+	}
 	for i, u := range d.NotChosen {
 		if i == maxNotSelectedRows {
 			break
@@ -209,10 +232,23 @@ func decisionPieces(r placementRow, prev published, d *schedule.Decision, rev in
 // why. The reason of a chosen cluster is its scores, in Fleet's words, so it
 // is left out.
 func decisionState(d *schedule.Decision) map[string]events.ClusterDecision {
-	st := make(map[string]events.ClusterDecision, len(d.Chosen))
+	st := make(map[string]events.ClusterDecision, len(d.Chosen)+len(d.Released))
 	for _, c := range d.Chosen {
-		st[c.Cluster] = events.ClusterDecision{Cluster: c.Cluster, Action: events.DecisionAction(c.Action),
+		cd := events.ClusterDecision{Cluster: c.Cluster, Action: events.DecisionAction(c.Action),
 			AffinityScore: c.Scores.Affinity, TopologySpreadScore: c.Scores.TopologySpread}
+		if c.Failover != nil {
+			cd.FailoverReason, cd.FailoverMessage = c.Failover.Reason, events.Truncate(c.Failover.Message, events.MaxMessageBytes)
+		}
+		st[c.Cluster] = cd
+	}
+	for _, r := range d.Released {
+		action := events.ActionReleased
+		if r.Lost {
+			action = events.ActionLost
+		}
+		msg := events.Truncate(r.Note.Message, events.MaxMessageBytes)
+		st[r.Cluster] = events.ClusterDecision{Cluster: r.Cluster, Action: action, Reason: msg,
+			FailoverReason: r.Note.Reason, FailoverMessage: msg}
 	}
 	if d.Type != framework.PickAll {
 		missing := min(max(d.Needed-len(d.Chosen), 0), len(d.NotChosen))
@@ -234,7 +270,11 @@ func decisionChanges(prev, next map[string]events.ClusterDecision, removed []eve
 	var out []events.ClusterDecision
 	for name, c := range next {
 		p, ok := prev[name]
-		if !ok || chosen(p) != chosen(c) || p.AffinityScore != c.AffinityScore || p.TopologySpreadScore != c.TopologySpreadScore || p.Reason != c.Reason {
+		released := func(c events.ClusterDecision) bool {
+			return c.Action == events.ActionLost || c.Action == events.ActionReleased
+		}
+		if !ok || chosen(p) != chosen(c) || p.AffinityScore != c.AffinityScore || p.TopologySpreadScore != c.TopologySpreadScore || p.Reason != c.Reason ||
+			((released(p) || released(c)) && p.Action != c.Action) || p.FailoverReason != c.FailoverReason || p.FailoverMessage != c.FailoverMessage {
 			out = append(out, c)
 		}
 	}

@@ -33,7 +33,7 @@ func newDelivering(t *testing.T) *delivering {
 	d := &delivering{t: t, env: env, now: time.Now().UTC()}
 	senv := &service.Env{Name: "scheduler", Source: "/flotilla/scheduler", NC: env.NC, JS: env.JS,
 		Publisher: env.Publisher, Pool: env.Pool, Log: env.Logger()}
-	d.s = newScheduler(senv, func() time.Time { return d.now })
+	d.s = newScheduler(senv, func() time.Time { return d.now }, 0)
 	if err := d.s.load(t.Context()); err != nil {
 		t.Fatal(err)
 	}

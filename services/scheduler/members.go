@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
@@ -27,6 +28,9 @@ type member struct {
 	// seq is the stream sequence of the latest member event taken (joined,
 	// updated, left, heartbeat: one subject, so one order).
 	seq int64
+	// unreachable: the latest heartbeat said the member's API server could not be
+	// reached. (Failover reads liveness from PostgreSQL, not from here.)
+	unreachable bool
 }
 
 // load reads the members from PostgreSQL.
@@ -54,7 +58,7 @@ func (s *Scheduler) syncMembers(ctx context.Context, tx pgx.Tx, exclusive bool) 
 	if version == s.fleetVersion {
 		return nil
 	}
-	rows, err := tx.Query(ctx, `select name, spec, state = 'joined', joined_at, heartbeat_at, event_seq from member_clusters`)
+	rows, err := tx.Query(ctx, `select name, spec, state = 'joined', joined_at, heartbeat_at, event_seq, not healthy from member_clusters`)
 	if err != nil {
 		return fmt.Errorf("load members: %w", err)
 	}
@@ -66,7 +70,7 @@ func (s *Scheduler) syncMembers(ctx context.Context, tx pgx.Tx, exclusive bool) 
 			m    member
 			hb   *time.Time
 		)
-		if err := rows.Scan(&name, &spec, &m.joined, &m.joinedAt, &hb, &m.seq); err != nil {
+		if err := rows.Scan(&name, &spec, &m.joined, &m.joinedAt, &hb, &m.seq, &m.unreachable); err != nil {
 			return fmt.Errorf("load members: %w", err)
 		}
 		if err := json.Unmarshal(spec, &m.mc); err != nil {
@@ -129,6 +133,7 @@ func (s *Scheduler) refresh(m *member) error {
 func (m *member) framework() (*framework.Member, error) {
 	spec := schedule.MemberSpecFrom(&m.mc)
 	spec.Joined = m.joined
+	spec.Unreachable = m.unreachable
 	// Joining is a sign of life: a member counts as heard from when it joins.
 	spec.LastHeartbeat = m.heartbeat
 	if m.joinedAt.After(spec.LastHeartbeat) {
@@ -190,7 +195,7 @@ func (s *Scheduler) upsertMember(ctx context.Context, tx pgx.Tx, ev cloudevents.
 	}
 	m := &member{mc: *mc, joined: state == "joined", joinedAt: joinedAt, seq: seq}
 	if prev != nil {
-		m.heartbeat = prev.heartbeat
+		m.heartbeat, m.unreachable = prev.heartbeat, prev.unreachable
 	}
 	if err := s.refresh(m); err != nil {
 		return bus.Permanent(err)
@@ -257,16 +262,27 @@ func (s *Scheduler) heartbeat(ctx context.Context, tx pgx.Tx, ev cloudevents.Eve
 	status := m.mc.Status
 	status.Properties = hb.Properties
 	status.ResourceUsage = hb.ResourceUsage
+	status.Namespaces = hb.Namespaces
 	oldProps, _ := json.Marshal(schedule.MemberSpecFrom(&m.mc).Properties)
 	next := m.mc
 	next.Status = status
 	newProps, _ := json.Marshal(schedule.MemberSpecFrom(&next).Properties)
-	changed := string(oldProps) != string(newProps) || (wasStale && !m.heartbeat.IsZero())
+	// Health changes when the heartbeat says otherwise than the last, or when it
+	// ends a silence long enough to count as down (see schedule.Liveness).
+	silenceEnded := !m.heartbeat.IsZero() && receivedAt.Sub(m.heartbeat) > time.Duration(schedule.SilentPeriods*float64(period))
+	healthChanged := hb.Healthy == m.unreachable || (hb.Healthy && silenceEnded)
+	// A namespace that appears or goes matters to the ResourcePlacements of
+	// that namespace; the owners of namespaces do not matter to scheduling.
+	namespacesChanged := (m.mc.Status.Namespaces == nil) != (hb.Namespaces == nil) ||
+		!maps.EqualFunc(m.mc.Status.Namespaces, hb.Namespaces, func(string, string) bool { return true })
+	changed := string(oldProps) != string(newProps) || (wasStale && !m.heartbeat.IsZero()) || healthChanged || namespacesChanged
 
 	spec, _ := json.Marshal(next)
 	props, _ := json.Marshal(hb.Properties)
-	tag, err := tx.Exec(ctx, `update member_clusters set spec = $2, properties = $3, heartbeat_at = $4, event_seq = $5, updated_at = now()
-		where name = $1 and event_seq < $5`, hb.Name, spec, props, receivedAt, seq)
+	tag, err := tx.Exec(ctx, `update member_clusters set spec = $2, properties = $3, heartbeat_at = $4, event_seq = $5, updated_at = now(),
+			healthy = $6, health_message = $7,
+			health_since = case when $8 or health_since is null then $4 else health_since end
+		where name = $1 and event_seq < $5`, hb.Name, spec, props, receivedAt, seq, hb.Healthy, events.Truncate(hb.Message, events.MaxMessageBytes), healthChanged)
 	if err != nil {
 		return false, fmt.Errorf("store heartbeat of %s: %w", hb.Name, err)
 	}
@@ -274,7 +290,7 @@ func (s *Scheduler) heartbeat(ctx context.Context, tx pgx.Tx, ev cloudevents.Eve
 		return false, nil // a newer event about the member was taken first (by another replica)
 	}
 	beat := *m
-	beat.mc, beat.heartbeat, beat.seq = next, receivedAt, seq
+	beat.mc, beat.heartbeat, beat.seq, beat.unreachable = next, receivedAt, seq, !hb.Healthy
 	if err := s.refresh(&beat); err != nil {
 		return false, bus.Permanent(err)
 	}

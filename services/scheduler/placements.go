@@ -22,6 +22,7 @@ type placementRow struct {
 	spec             api.PlacementSpec
 	generation       int64
 	policyGeneration int64
+	failover         api.FailoverSettings
 }
 
 // upsertPlacement stores a placement and decides it. An event older (by stream sequence)
@@ -51,7 +52,8 @@ func (s *Scheduler) upsertPlacement(ctx context.Context, tx pgx.Tx, ev cloudeven
 	if err != nil {
 		return bus.Permanent(fmt.Errorf("placement %s: %w", crp.Name, err))
 	}
-	row := placementRow{name: crp.Name, spec: crp.Spec}
+	fs, _ := api.Failover(&crp) // validated above
+	row := placementRow{name: crp.Name, spec: crp.Spec, failover: fs}
 	// The upsert holds the placement's row lock until commit: decisions for
 	// one placement are serialised across replicas. The sequence guard is
 	// repeated for a row another replica created meanwhile.
@@ -69,6 +71,9 @@ func (s *Scheduler) upsertPlacement(ctx context.Context, tx pgx.Tx, ev cloudeven
 	}
 	if err != nil {
 		return fmt.Errorf("store placement %s: %w", crp.Name, err)
+	}
+	if err := storeFailoverSettings(ctx, tx, crp.Name, fs); err != nil {
+		return err
 	}
 	return s.decide(ctx, tx, ev, row)
 }
@@ -136,24 +141,17 @@ func (s *Scheduler) rescheduleLater(ctx context.Context, ev cloudevents.Event) {
 // rescheduleAll re-decides every placement after a change to the members.
 // Rows are locked in name order, so concurrent replicas cannot deadlock.
 func (s *Scheduler) rescheduleAll(ctx context.Context, tx pgx.Tx, ev cloudevents.Event) error {
-	rows, err := tx.Query(ctx, `select name, spec, generation, policy_generation from placements
+	rows, err := tx.Query(ctx, `select name, spec, generation, policy_generation, failover_after_ms, failback_after_ms from placements
 		where not deleted order by name for update`)
 	if err != nil {
 		return fmt.Errorf("list placements: %w", err)
 	}
-	var list []placementRow
-	for rows.Next() {
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (placementRow, error) {
 		var r placementRow
-		var spec []byte
-		if err := rows.Scan(&r.name, &spec, &r.generation, &r.policyGeneration); err != nil {
-			return fmt.Errorf("list placements: %w", err)
-		}
-		if err := json.Unmarshal(spec, &r.spec); err != nil {
-			return fmt.Errorf("placement %s: %w", r.name, err)
-		}
-		list = append(list, r)
-	}
-	if err := rows.Err(); err != nil {
+		err := scanPlacement(row, &r)
+		return r, err
+	})
+	if err != nil {
 		return fmt.Errorf("list placements: %w", err)
 	}
 	for _, r := range list {

@@ -1,11 +1,16 @@
 // Package scheduler is the scheduler service: it consumes placement and
 // member events, decides where each placement goes, stores every decision as
 // history and publishes it, all through one transaction per consumed event.
+// It also runs evictions (within disruption budgets), which change decisions
+// (disruption.go).
 package scheduler
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
+	"os"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
@@ -22,6 +27,32 @@ type Config struct {
 	service.Options
 	// Now is the clock; time.Now by default.
 	Now func() time.Time
+	// FailoverAfter is how long a member may be down before the placements on it
+	// fail over (a placement's flotilla.dev/failover-after overrides it).
+	// Default DefaultFailoverAfter.
+	FailoverAfter time.Duration
+	// History is how long the scheduler keeps evictions and failover history.
+	History Retention
+}
+
+// RegisterFlags adds the scheduler's own flags, with defaults from the environment.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	def := DefaultFailoverAfter
+	if v, err := time.ParseDuration(os.Getenv("FLOTILLA_FAILOVER_AFTER")); err == nil {
+		def = v
+	}
+	fs.DurationVar(&c.FailoverAfter, "failover-after", def,
+		"how long a member may be down (heartbeats say its API server is unreachable, or none for 1.5 periods) before the PickN placements on it fail over; a placement's flotilla.dev/failover-after annotation overrides it")
+	c.History.register(fs)
+}
+
+// Validate checks the shared options and the scheduler's own.
+func (c *Config) Validate() error {
+	errs := []error{c.Options.Validate(), c.History.validate(c.Retention.Inbox)}
+	if c.FailoverAfter < 0 {
+		errs = append(errs, fmt.Errorf("--failover-after must not be negative, got %s", c.FailoverAfter))
+	}
+	return errors.Join(errs...)
 }
 
 // consumer names the scheduler's durable consumer and its inbox rows.
@@ -38,7 +69,8 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return fmt.Errorf("scheduler: %w", err)
 	}
 	defer env.Close()
-	s := newScheduler(env, cfg.Now)
+	env.Retain(cfg.History.rules()...)
+	s := newScheduler(env, cfg.Now, cfg.FailoverAfter)
 	start := time.Now()
 	if err := bus.Await(ctx, env.Log, "PostgreSQL to load the scheduler's state", s.load); err != nil {
 		return fmt.Errorf("scheduler: load state: %w", err)
@@ -47,7 +79,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	return env.Run(ctx, func(ctx context.Context) error {
 		return bus.ConsumeBatches(ctx, env.JS, bus.StreamEvents, consumer, s.handle,
 			env.ConsumeOptions(consumer, bus.WithValidator(events.Admit), env.Observed(bus.StreamEvents, consumer))...)
-	})
+	}, s.runTimers, s.servePreviews)
 }
 
 // handle applies a batch of events in one transaction: their state changes, decisions,
@@ -68,6 +100,7 @@ func (s *Scheduler) handle(ctx context.Context, batch []bus.Delivery) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.failoverClock(batch)
 	var dirtyMembers bool
 	s.reschedule = nil
 	ran, err := inbox.HandleBatchThen(ctx, s.env.Pool, consumer, evs, func(ctx context.Context, tx pgx.Tx, i int) error {
@@ -123,6 +156,10 @@ func (s *Scheduler) apply(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, 
 		return true, s.leaveMember(ctx, tx, ev, seq, p.Name)
 	case *events.MemberHeartbeat:
 		return s.heartbeat(ctx, tx, ev, seq, s.receivedAt(m), p)
+	case *events.DisruptionUpserted:
+		return false, s.upsertDisruption(ctx, tx, ev, seq, p)
+	case *events.DisruptionDeleted:
+		return false, s.deleteDisruption(ctx, tx, seq, p.Object)
 	default:
 		return false, nil // not the scheduler's business
 	}

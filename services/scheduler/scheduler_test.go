@@ -213,6 +213,19 @@ func TestReplicasDoNotDecideOnePlacementTwice(t *testing.T) {
 	for i := range 6 {
 		f.join(fmt.Sprintf("member-%d", i), prod)
 	}
+	// Two replicas take events side by side: a placement one of them decides while the
+	// other still commits a join is decided without that member (PickN is sticky), as
+	// it should be. The placements come once every join is in.
+	poll.Until(t, 20*time.Second, "the six joins taken in", func() error {
+		var n int
+		if err := f.Pool.QueryRow(t.Context(), `select count(*) from member_clusters where state = 'joined'`).Scan(&n); err != nil {
+			return err
+		}
+		if n != 6 {
+			return fmt.Errorf("%d members joined", n)
+		}
+		return nil
+	})
 	for i := range 5 {
 		f.place(fmt.Sprintf("app-%d", i), 3)
 	}

@@ -53,6 +53,82 @@ type pendingFold struct {
 	at    time.Time
 	// ctx is that event's context in the batch's transaction: its trace.
 	ctx context.Context
+	// wide says the batch changed more than reports and quarantined work
+	// (the spec, the decision, the snapshot, the rollout's progress): every
+	// cluster's entry is folded again. Otherwise only the clusters in
+	// changed are (fold.Refold), and only their reports are read.
+	wide    bool
+	changed map[string]bool
+	// allReports says every report of the placement is in st.in.Reports;
+	// else only those of the clusters in reports, read as the batch's
+	// events needed them (a placement's reports are not read all at once
+	// for each report, which made a report's cost linear in the placement's
+	// clusters).
+	allReports bool
+	reports    map[string]bool
+}
+
+// report reads a cluster's report into the inputs, once per batch, unless
+// every report is there already.
+func (pf *pendingFold) report(ctx context.Context, tx pgx.Tx, name, cluster string) error {
+	if pf.allReports || pf.reports[cluster] {
+		return nil
+	}
+	var (
+		raw []byte
+		seq int64
+	)
+	err := tx.QueryRow(ctx, `select report, event_seq from status_reports where placement = $1 and cluster = $2`,
+		name, cluster).Scan(&raw, &seq)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("load report of %s on %s: %w", name, cluster, err)
+	}
+	if pf.reports == nil {
+		pf.reports = map[string]bool{}
+	}
+	pf.reports[cluster] = true
+	if err != nil {
+		return nil
+	}
+	var r events.WorkReported
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return fmt.Errorf("load report of %s on %s: %w", name, cluster, err)
+	}
+	in := &pf.st.in
+	if in.Reports == nil {
+		in.Reports, in.ReportSeqs = map[string]*events.WorkReported{}, map[string]int64{}
+	}
+	in.Reports[cluster], in.ReportSeqs[cluster] = &r, seq
+	return nil
+}
+
+// everyReport reads every report of the placement into the inputs, once.
+// The batch's own are stored already (saveInputs), so the table has them.
+func (pf *pendingFold) everyReport(ctx context.Context, tx pgx.Tx, name string) error {
+	if pf.allReports {
+		return nil
+	}
+	var raw []byte
+	err := tx.QueryRow(ctx, `
+		select coalesce(jsonb_agg(jsonb_build_object('report', r.report, 'seq', r.event_seq)), '[]')
+		from status_reports r where r.placement = $1`, name).Scan(&raw)
+	if err != nil {
+		return fmt.Errorf("load reports of %s: %w", name, err)
+	}
+	var list []struct {
+		Report *events.WorkReported `json:"report"`
+		Seq    int64                `json:"seq"`
+	}
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return fmt.Errorf("load reports of %s: %w", name, err)
+	}
+	in := &pf.st.in
+	in.Reports, in.ReportSeqs = map[string]*events.WorkReported{}, map[string]int64{}
+	for _, r := range list {
+		in.Reports[r.Report.Cluster], in.ReportSeqs[r.Report.Cluster] = r.Report, r.Seq
+	}
+	pf.allReports, pf.reports = true, nil
+	return nil
 }
 
 // load returns the placement's pending fold, loading and locking it the first
@@ -117,6 +193,16 @@ func (s *server) foldPlacement(ctx context.Context, tx pgx.Tx, b *batch, ev clou
 		return err
 	}
 	st := pf.st
+	switch p := payload.(type) {
+	case *events.WorkReported:
+		err = pf.report(ctx, tx, name, p.Cluster)
+	case *events.OutboxQuarantined:
+		// The notice notes the report the cluster had made then.
+		err = pf.report(ctx, tx, name, p.Cluster)
+	}
+	if err != nil {
+		return err
+	}
 	_, deleted := payload.(*events.PlacementDeleted)
 	if deleted {
 		// What the batch changed before the deletion shows first.
@@ -142,10 +228,25 @@ func (s *server) foldPlacement(ctx context.Context, tx pgx.Tx, b *batch, ev clou
 	}
 	if deleted && st.in.Placement != nil {
 		// The last status stays for history; watchers see the deletion.
-		return s.emit(ctx, tx, ev, name, st.in.Placement, st.status, st.status, true)
+		return s.emit(ctx, tx, ev, name, st.in.Placement, st.status, st.status, true, nil)
 	}
 	pf.dirty, pf.ev, pf.at, pf.ctx = true, ev, at, ctx
+	switch p := payload.(type) {
+	case *events.WorkReported:
+		pf.changedCluster(p.Cluster)
+	case *events.OutboxQuarantined:
+		pf.changedCluster(p.Cluster)
+	default:
+		pf.wide = true
+	}
 	return nil
+}
+
+func (pf *pendingFold) changedCluster(cluster string) {
+	if pf.changed == nil {
+		pf.changed = map[string]bool{}
+	}
+	pf.changed[cluster] = true
 }
 
 // flush folds, stores and announces the status of every placement whose
@@ -171,7 +272,20 @@ func (s *server) foldStatus(ctx context.Context, tx pgx.Tx, name string, pf *pen
 	}
 	pf.dirty = false
 	ev, at := pf.ev, pf.at
-	next := fold.Status(&st.in, st.status, at)
+	// only is the clusters whose entry may differ from the status stored;
+	// nil: any.
+	next, ok := api.PlacementStatus{}, false
+	only := pf.changed
+	if !pf.wide && !pf.allReports {
+		next, ok = fold.Refold(&st.in, st.status, pf.changed, at)
+	}
+	if !ok {
+		if err := pf.everyReport(ctx, tx, name); err != nil {
+			return err
+		}
+		next, only = fold.Status(&st.in, st.status, at), nil
+	}
+	pf.wide, pf.changed = false, nil
 	newGeneration := pf.before == nil || pf.before.Generation != st.in.Placement.Generation
 	pf.before = st.in.Placement
 	if newGeneration {
@@ -179,7 +293,7 @@ func (s *server) foldStatus(ctx context.Context, tx pgx.Tx, name string, pf *pen
 			return err
 		}
 	}
-	if !newGeneration && sameJSON(st.status, next) {
+	if !newGeneration && sameStatus(st.status, next, only) {
 		return nil
 	}
 	raw, err := json.Marshal(next)
@@ -220,7 +334,32 @@ func (s *server) foldStatus(ctx context.Context, tx pgx.Tx, name string, pf *pen
 	prev := st.status
 	st.status = next
 	// Within the trace of the last event that changed the placement.
-	return s.emit(pf.ctx, tx, ev, name, st.in.Placement, prev, next, false)
+	return s.emit(pf.ctx, tx, ev, name, st.in.Placement, prev, next, false, only)
+}
+
+// sameStatus reports whether next is prev, comparing only the entries of the
+// clusters in only (when not nil): the others are the same by construction
+// (fold.Refold keeps them), and comparing every entry of a placement on 1,000
+// clusters for each batch that changes one costs more than the fold.
+func sameStatus(prev, next api.PlacementStatus, only map[string]bool) bool {
+	if only == nil {
+		return sameJSON(prev, next)
+	}
+	if len(prev.PlacementStatuses) != len(next.PlacementStatuses) {
+		return false
+	}
+	p, n := prev, next
+	p.PlacementStatuses, n.PlacementStatuses = nil, nil
+	if !sameJSON(p, n) {
+		return false
+	}
+	for i := range next.PlacementStatuses {
+		a, b := &prev.PlacementStatuses[i], &next.PlacementStatuses[i]
+		if a.ClusterName != b.ClusterName || (only[b.ClusterName] && !sameJSON(a, b)) {
+			return false
+		}
+	}
+	return true
 }
 
 // Kinds of revisions in pieces the status is folded from (status_pieces.kind).
@@ -323,13 +462,15 @@ func (s *server) warnMismatch(name string, err error) {
 // in pieces): the placement-wide conditions of next and the clusters whose
 // entry changed since prev. Piece ids derive from the consumed event's, so a
 // retried handler emits the same events.
-func (s *server) emit(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, name string, crp *api.ClusterResourcePlacement, prev, next api.PlacementStatus, deleted bool) error {
+//
+// only, when not nil, is the clusters whose entry may have changed (see sameStatus).
+func (s *server) emit(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, name string, crp *api.ClusterResourcePlacement, prev, next api.PlacementStatus, deleted bool, only map[string]bool) error {
 	var rev int64
 	if err := tx.QueryRow(ctx, `update status_placements set status_revision = status_revision + 1 where name = $1 returning status_revision`,
 		name).Scan(&rev); err != nil {
 		return fmt.Errorf("count the status changes of %s: %w", name, err)
 	}
-	pieces, err := statusPieces(name, rev, crp.Generation, prev, next, deleted)
+	pieces, err := changePieces(name, rev, crp.Generation, prev, next, deleted, only)
 	if err != nil {
 		return bus.Permanent(fmt.Errorf("status event for %s: %w", name, err))
 	}
@@ -358,6 +499,12 @@ func (s *server) emit(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, name
 // placementStatuses is new or differs from prev, or is gone (none for a
 // deletion: the status stays as it was).
 func statusPieces(name string, rev, generation int64, prev, next api.PlacementStatus, deleted bool) ([]events.PlacementStatusChangedV2, error) {
+	return changePieces(name, rev, generation, prev, next, deleted, nil)
+}
+
+// changePieces is statusPieces comparing only the entries of the clusters in
+// only, when not nil: the others are the same (see sameStatus).
+func changePieces(name string, rev, generation int64, prev, next api.PlacementStatus, deleted bool, only map[string]bool) ([]events.PlacementStatusChangedV2, error) {
 	h := events.PlacementStatusChangedV2{
 		Placement: name, Revision: rev, Generation: generation, Deleted: deleted,
 		ObservedResourceIndex: next.ObservedResourceIndex, SelectedResourceCount: len(next.SelectedResources),
@@ -371,7 +518,7 @@ func statusPieces(name string, rev, generation int64, prev, next api.PlacementSt
 		}
 		for i := range next.PlacementStatuses {
 			n := &next.PlacementStatuses[i]
-			if p, ok := before[n.ClusterName]; !ok || !sameJSON(p, n) {
+			if p, ok := before[n.ClusterName]; !ok || ((only == nil || only[n.ClusterName]) && !sameJSON(p, n)) {
 				changes = append(changes, events.ClusterStatus{Cluster: n.ClusterName, ObservedResourceIndex: n.ObservedResourceIndex,
 					Conditions: boundedConditions(n.Conditions), FailedPlacements: len(n.FailedPlacements),
 					DriftedPlacements: len(n.DriftedPlacements), DiffedPlacements: len(n.DiffedPlacements)})
@@ -400,24 +547,24 @@ func boundedConditions(conds []metav1.Condition) []metav1.Condition {
 }
 
 // loadPlacement reads and locks a placement's inputs and current status,
-// creating its row if this is the first event about it.
+// creating its row if this is the first event about it. The apply reports are
+// left out: the batch reads those it needs (pendingFold.report, everyReport).
 func loadPlacement(ctx context.Context, tx pgx.Tx, name string) (*stored, error) {
 	const query = `
 		select p.placement, p.work_generation, p.deleted, p.spec_seq, p.decision, p.snapshot, p.rollout, s.status,
-			(select coalesce(jsonb_agg(jsonb_build_object('report', r.report, 'seq', r.event_seq)), '[]') from status_reports r where r.placement = p.name),
 			(select coalesce(jsonb_agg(jsonb_build_object('Notice', q.notice, 'ReportIndex', q.report_index,
 				'ReportGeneration', q.report_generation)), '[]') from status_quarantine q where q.placement = p.name)
 		from status_placements p left join placement_status s on s.placement = p.name
 		where p.name = $1
 		for update of p`
 	var (
-		st                                                      stored
-		placement, decision, snapshot, rollout, status, reports []byte
-		quarantined                                             []byte
+		st                                             stored
+		placement, decision, snapshot, rollout, status []byte
+		quarantined                                    []byte
 	)
 	scan := func() error {
 		return tx.QueryRow(ctx, query, name).Scan(&placement, &st.in.WorkGeneration, &st.in.Deleted, &st.in.SpecSeq,
-			&decision, &snapshot, &rollout, &status, &reports, &quarantined)
+			&decision, &snapshot, &rollout, &status, &quarantined)
 	}
 	err := scan()
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -429,19 +576,13 @@ func loadPlacement(ctx context.Context, tx pgx.Tx, name string) (*stored, error)
 	if err != nil {
 		return nil, fmt.Errorf("load status inputs of %s: %w", name, err)
 	}
-	var (
-		list []struct {
-			Report *events.WorkReported `json:"report"`
-			Seq    int64                `json:"seq"`
-		}
-		held []*fold.Quarantine
-	)
+	var held []*fold.Quarantine
 	for _, f := range []struct {
 		raw  []byte
 		into any
 	}{
 		{placement, &st.in.Placement}, {decision, &st.in.Decision}, {snapshot, &st.in.Snapshot},
-		{rollout, &st.in.Rollout}, {status, &st.status}, {reports, &list}, {quarantined, &held},
+		{rollout, &st.in.Rollout}, {status, &st.status}, {quarantined, &held},
 	} {
 		if len(f.raw) == 0 {
 			continue
@@ -449,12 +590,6 @@ func loadPlacement(ctx context.Context, tx pgx.Tx, name string) (*stored, error)
 		if err := json.Unmarshal(f.raw, f.into); err != nil {
 			return nil, fmt.Errorf("load status inputs of %s: %w", name, err)
 		}
-	}
-	for _, r := range list {
-		if st.in.Reports == nil {
-			st.in.Reports, st.in.ReportSeqs = map[string]*events.WorkReported{}, map[string]int64{}
-		}
-		st.in.Reports[r.Report.Cluster], st.in.ReportSeqs[r.Report.Cluster] = r.Report, r.Seq
 	}
 	for _, q := range held {
 		if st.in.Quarantined == nil {

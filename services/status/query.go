@@ -81,6 +81,8 @@ func (s *server) serveQueries(ctx context.Context, nc *nats.Conn) error {
 		{events.QueryListOverrides, list(ctx, s, nc, (*server).listOverrides)},
 		{events.QueryGetStagedUpdate, whole(ctx, s, nc, (*server).getStaged)},
 		{events.QueryListStagedUpdates, list(ctx, s, nc, (*server).listStaged)},
+		{events.QueryGetDisruption, whole(ctx, s, nc, (*server).getDisruption)},
+		{events.QueryListDisruptions, list(ctx, s, nc, (*server).listDisruptions)},
 	}
 	for _, e := range endpoints {
 		// micro endpoint names allow no dots; the subject keeps the contract's name.
@@ -127,6 +129,7 @@ const placementQuery = `
 // cluster (megabytes at 5,000 clusters), so it goes out as stored, never
 // decoded and encoded again; the labels are read for selectors.
 type storedPlacement struct {
+	key    string // the placement key (api.PlacementKey)
 	json   json.RawMessage
 	labels map[string]string
 }
@@ -160,7 +163,18 @@ func scanPlacement(row pgx.CollectableRow) (keyed[storedPlacement], error) {
 	if err != nil {
 		return crp, fmt.Errorf("placement %s: %w", crp.key, err)
 	}
-	crp.item = storedPlacement{json: raw, labels: meta.Labels}
+	if ns, _ := api.SplitPlacementKey(crp.key); ns != "" {
+		// A ResourcePlacement is shown as the user wrote it: its own kind,
+		// namespace and name, and its conditions' ResourcePlacement names.
+		var rp api.ClusterResourcePlacement
+		if err := json.Unmarshal(raw, &rp); err != nil {
+			return crp, fmt.Errorf("placement %s: %w", crp.key, err)
+		}
+		if raw, err = json.Marshal(api.ExternalPlacement(&rp)); err != nil {
+			return crp, fmt.Errorf("placement %s: %w", crp.key, err)
+		}
+	}
+	crp.item = storedPlacement{key: crp.key, json: raw, labels: meta.Labels}
 	return crp, nil
 }
 
@@ -182,6 +196,17 @@ func (s *server) getPlacement(ctx context.Context, q events.NameQuery) (storedPl
 	return crp.item, nil
 }
 
+// listed reports whether a list of placements asked for by q holds the
+// placement whose key is key: ClusterResourcePlacements, or ResourcePlacements
+// (of one namespace) when q asks for those.
+func listed(q events.ListQuery, key string) bool {
+	ns, _ := api.SplitPlacementKey(key)
+	if q.Kind != api.ResourcePlacementKind {
+		return ns == ""
+	}
+	return ns != "" && (q.Namespace == "" || q.Namespace == ns)
+}
+
 // listPlacements emits the live placements that match the query's selector,
 // by name, reading placementPage of them at a time from one snapshot.
 func (s *server) listPlacements(ctx context.Context, q events.ListQuery, emit func(storedPlacement) error) error {
@@ -192,7 +217,7 @@ func (s *server) listPlacements(ctx context.Context, q events.ListQuery, emit fu
 	err = s.snapshot(ctx, func(tx pgx.Tx) error {
 		return keyset(ctx, tx, placementQuery+` and p.name > $1 order by p.name limit $2`, placementPage, scanPlacement,
 			func(crp storedPlacement) error {
-				if !sel.Matches(labels.Set(crp.labels)) {
+				if !listed(q, crp.key) || !sel.Matches(labels.Set(crp.labels)) {
 					return nil
 				}
 				return emit(crp)
@@ -263,10 +288,13 @@ func (s *server) listMembers(ctx context.Context, q events.ListQuery, emit func(
 // history answers fleetctl history: the placement's revisions (from the
 // snapshot events), its scheduling decisions (the scheduler's history) and
 // its condition transitions, oldest first. A deleted placement keeps its history.
-func (s *server) history(ctx context.Context, q events.NameQuery) (events.PlacementHistory, error) {
-	h := events.PlacementHistory{Placement: q.Name, Snapshots: []events.SnapshotRecord{}, Decisions: []events.DecisionRecord{}}
-	if err := requireName(q); err != nil {
+func (s *server) history(ctx context.Context, q events.HistoryQuery) (events.PlacementHistory, error) {
+	h := events.PlacementHistory{Placement: q.Name, Snapshots: []events.SnapshotRecord{}, Decisions: []events.DecisionRecord{}, RunsSkipped: q.SkipRuns}
+	if err := requireName(events.NameQuery{Name: q.Name}); err != nil {
 		return h, err
+	}
+	if q.SkipRuns < 0 {
+		return h, badRequest{fmt.Errorf("skipRuns %d: must not be negative", q.SkipRuns)}
 	}
 	var known bool
 	if err := s.pool.QueryRow(ctx, `select exists (select 1 from status_placements where name = $1 and placement is not null)`,
@@ -325,7 +353,10 @@ func (s *server) history(ctx context.Context, q events.NameQuery) (events.Placem
 	if err != nil {
 		return h, fmt.Errorf("history of %s: transitions: %w", q.Name, err)
 	}
-	if h.Runs, err = s.runHistory(ctx, q.Name); err != nil {
+	if h.Runs, h.RunsLeftOut, err = s.runHistory(ctx, q.Name, q.SkipRuns); err != nil {
+		return h, fmt.Errorf("history of %s: %w", q.Name, err)
+	}
+	if h.Failovers, err = s.failoverHistory(ctx, q.Name); err != nil {
 		return h, fmt.Errorf("history of %s: %w", q.Name, err)
 	}
 	return h, nil

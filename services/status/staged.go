@@ -3,14 +3,12 @@ package status
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"slices"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
@@ -25,27 +23,29 @@ func checkStagedKind(kind string) error {
 	case api.ClusterStagedUpdateStrategyKind, api.ClusterStagedUpdateRunKind, api.ClusterApprovalRequestKind:
 		return nil
 	}
+	if api.ClusterStagedKind(kind) != "" {
+		return nil
+	}
 	return badRequest{fmt.Errorf("kind %q is not %s, %s or %s", kind,
 		api.ClusterStagedUpdateStrategyKind, api.ClusterStagedUpdateRunKind, api.ClusterApprovalRequestKind)}
 }
 
+// A namespaced staged update object (for a ResourcePlacement) is kept under
+// its cluster-scoped kind and its key (api.InternalStaged), and shown as the
+// user wrote it (api.ExternalStaged).
 func (s *server) getStaged(ctx context.Context, q events.StagedUpdateKey) (json.RawMessage, error) {
 	if err := checkStagedKind(q.Kind); err != nil {
 		return nil, err
 	}
-	if err := requireName(events.NameQuery{Name: q.Name}); err != nil {
+	kind := q.Kind
+	if cluster := api.ClusterStagedKind(kind); cluster != "" {
+		kind = cluster
+	}
+	raw, err := s.getKept(ctx, "staged_updates", kind, q.Name)
+	if err != nil {
 		return nil, err
 	}
-	var raw json.RawMessage
-	err := s.pool.QueryRow(ctx, `select object from staged_updates where kind = $1 and name = $2 and not deleted`,
-		q.Kind, q.Name).Scan(&raw)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("%s %q %w", q.Kind, q.Name, errNotFound)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("get %s %s: %w", q.Kind, q.Name, err)
-	}
-	return withTypeMeta(q.Kind, raw)
+	return externalStaged(kind, raw)
 }
 
 // listStaged emits the live objects of the query's kind that match its
@@ -54,32 +54,51 @@ func (s *server) listStaged(ctx context.Context, q events.StagedUpdateListQuery,
 	if err := checkStagedKind(q.Kind); err != nil {
 		return err
 	}
-	sel, err := selector(events.ListQuery{LabelSelector: q.LabelSelector})
-	if err != nil {
-		return err
+	kind, namespaced := q.Kind, false
+	if cluster := api.ClusterStagedKind(q.Kind); cluster != "" {
+		kind, namespaced = cluster, true
 	}
-	const query = `select name, object from staged_updates where kind = $3 and not deleted and name > $1 order by name limit $2`
-	err = s.snapshot(ctx, func(tx pgx.Tx) error {
-		return keyset(ctx, tx, query, memberPage, scanOverride, func(raw json.RawMessage) error {
-			var meta struct {
-				Metadata struct {
-					Labels map[string]string `json:"labels"`
-				} `json:"metadata"`
-			}
-			if err := json.Unmarshal(raw, &meta); err != nil || !sel.Matches(labels.Set(meta.Metadata.Labels)) {
-				return err
-			}
-			raw, err := withTypeMeta(q.Kind, raw)
-			if err != nil {
-				return err
-			}
-			return emit(raw)
-		}, q.Kind)
+	return s.listKept(ctx, "staged_updates", kind, q.LabelSelector, func(raw json.RawMessage) error {
+		var m struct {
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+		}
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return fmt.Errorf("read %s: %w", kind, err)
+		}
+		ns, _ := api.SplitPlacementKey(m.Metadata.Name)
+		if namespaced != (ns != "") || (namespaced && q.Namespace != "" && q.Namespace != ns) {
+			return nil
+		}
+		out, err := externalStaged(kind, raw)
+		if err != nil {
+			return err
+		}
+		return emit(out)
 	})
-	if err != nil {
-		return fmt.Errorf("list %ss: %w", q.Kind, err)
+}
+
+// externalStaged shows a namespaced object (its name a key) as the user wrote it.
+func externalStaged(kind string, raw json.RawMessage) (json.RawMessage, error) {
+	var obj api.Object
+	switch kind {
+	case api.ClusterStagedUpdateStrategyKind:
+		obj = &api.ClusterStagedUpdateStrategy{}
+	case api.ClusterStagedUpdateRunKind:
+		obj = &api.ClusterStagedUpdateRun{}
+	case api.ClusterApprovalRequestKind:
+		obj = &api.ClusterApprovalRequest{}
+	default:
+		return raw, nil
 	}
-	return nil
+	if err := json.Unmarshal(raw, obj); err != nil {
+		return nil, fmt.Errorf("read %s: %w", kind, err)
+	}
+	if ns, _ := api.SplitPlacementKey(obj.GetName()); ns == "" {
+		return raw, nil
+	}
+	return json.Marshal(api.ExternalStaged(obj))
 }
 
 // withTypeMeta fills in apiVersion and kind when the stored object lacks them
@@ -97,31 +116,56 @@ func withTypeMeta(kind string, raw json.RawMessage) (json.RawMessage, error) {
 	return json.Marshal(m)
 }
 
-// runHistory reads the staged update runs of a placement, oldest first, for
-// fleetctl history: which run put which revision on which clusters.
-func (s *server) runHistory(ctx context.Context, placement string) ([]events.RunRecord, error) {
-	rows, err := s.pool.Query(ctx, `select object, deleted from staged_updates
-		where kind = $1 and placement = $2 order by created_seq, name limit 1000`, api.ClusterStagedUpdateRunKind, placement)
-	if err != nil {
-		return nil, fmt.Errorf("runs of %s: %w", placement, err)
+// runHistory reads a page of the staged update runs of a placement for fleetctl
+// history: the newest after skip, at most events.MaxHistoryRuns and about
+// events.MaxHistoryRunBytes of them, oldest first, and how many older runs it
+// left out.
+func (s *server) runHistory(ctx context.Context, placement string, skip int) (runs []events.RunRecord, leftOut int, err error) {
+	var total int
+	if err := s.pool.QueryRow(ctx, `select count(*) from staged_updates where kind = $1 and placement = $2`,
+		api.ClusterStagedUpdateRunKind, placement).Scan(&total); err != nil {
+		return nil, 0, fmt.Errorf("runs of %s: %w", placement, err)
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (events.RunRecord, error) {
+	rows, err := s.pool.Query(ctx, `select object, deleted from staged_updates
+		where kind = $1 and placement = $2 order by created_seq desc, name desc offset $3 limit $4`,
+		api.ClusterStagedUpdateRunKind, placement, skip, events.MaxHistoryRuns)
+	if err != nil {
+		return nil, 0, fmt.Errorf("runs of %s: %w", placement, err)
+	}
+	defer rows.Close()
+	size := 0
+	for rows.Next() {
 		var (
 			raw     []byte
 			deleted bool
 			run     api.ClusterStagedUpdateRun
 		)
-		if err := row.Scan(&raw, &deleted); err != nil {
-			return events.RunRecord{}, err
+		if err := rows.Scan(&raw, &deleted); err != nil {
+			return nil, 0, fmt.Errorf("runs of %s: %w", placement, err)
 		}
 		if err := json.Unmarshal(raw, &run); err != nil {
-			return events.RunRecord{}, fmt.Errorf("run of %s: %w", placement, err)
+			return nil, 0, fmt.Errorf("run of %s: %w", placement, err)
 		}
-		return runRecord(&run, deleted), nil
-	})
+		r := runRecord(&run, deleted)
+		encoded, err := json.Marshal(r)
+		if err != nil {
+			return nil, 0, fmt.Errorf("run of %s: %w", placement, err)
+		}
+		if size += len(encoded); size > events.MaxHistoryRunBytes && len(runs) > 0 {
+			break // the page is full: the rest is left out, and counted
+		}
+		runs = append(runs, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, 0, fmt.Errorf("runs of %s: %w", placement, err)
+	}
+	slices.Reverse(runs)
+	return runs, max(0, total-skip-len(runs)), nil
 }
 
 func runRecord(run *api.ClusterStagedUpdateRun, deleted bool) events.RunRecord {
+	run = api.ExternalStaged(run).(*api.ClusterStagedUpdateRun) // a StagedUpdateRun by its own name
 	r := events.RunRecord{Name: run.Name, Strategy: run.Spec.StagedUpdateStrategyName, ResourceIndex: run.Status.ResourceSnapshotIndexUsed,
 		Deleted: deleted, CreatedAt: run.CreationTimestamp.Time, Outcome: "NotStarted"}
 	if r.ResourceIndex == "" {

@@ -4,6 +4,10 @@
 //
 //	healthcheck [URL]   (default http://127.0.0.1:8081/readyz)
 //
+// The URL is the last argument, and flags before it are ignored: the NATS image hack/images.sh
+// builds has it as wget too, so that the compose file's probe (wget -q -O /dev/null URL) works
+// on that image and on the official one alike.
+//
 // It is a module of its own, outside the workspace: build it with GOWORK=off.
 package main
 
@@ -20,7 +24,7 @@ const defaultURL = "http://127.0.0.1:8081/readyz"
 func main() {
 	url := defaultURL
 	if len(os.Args) > 1 {
-		url = os.Args[1]
+		url = os.Args[len(os.Args)-1]
 	}
 	if err := probe(url, 3*time.Second); err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -79,6 +79,11 @@ func (b *bench) measure(ctx context.Context) error {
 	if err := b.waitAvailable(ctx, applyAt, want, scheduled); err != nil {
 		return err
 	}
+	if b.opts.preview {
+		if err := b.timePreview(ctx); err != nil {
+			return err
+		}
+	}
 	return b.idle(ctx)
 }
 
@@ -395,6 +400,8 @@ type placementSpec struct {
 	only string
 	// version is in the ConfigMaps' data: a new one changes every object but the others.
 	version string
+	// failoverAfter and failbackAfter, when set, are the placement's failover annotations.
+	failoverAfter, failbackAfter string
 }
 
 func (p placementSpec) yaml() string {
@@ -466,13 +473,13 @@ apiVersion: placement.kubernetes-fleet.io/v1beta1
 kind: ClusterResourcePlacement
 metadata:
   name: %s
-spec:
+%sspec:
   resourceSelectors:
     - group: ""
       version: v1
       kind: Namespace
       name: %s
-%s`, p.name, p.namespace, policy)
+%s`, p.name, failoverAnnotations(p.failoverAfter, p.failbackAfter), p.namespace, policy)
 	return b.String()
 }
 

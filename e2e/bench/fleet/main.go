@@ -17,6 +17,7 @@
 //	go run ./e2e/bench/fleet -members 1000 -pick 100     # one placement
 //	go run ./e2e/bench/fleet -members 5000 -pick 0       # PickAll
 //	go run ./e2e/bench/fleet -members 5000 -hub=false    # the simulated fleet alone, on NATS
+//	go run ./e2e/bench/fleet -failover -heartbeat-period 5s  # the suite's failover scenario alone
 //
 // See doc.go for figures.
 package main
@@ -52,6 +53,7 @@ type options struct {
 	applyDelay     sim.Delay
 	availableDelay sim.Delay
 	separate       bool
+	preview        bool
 	failureRate    float64
 	seed           int64
 	consumers      sim.ConsumerMode
@@ -70,6 +72,13 @@ type options struct {
 	bigMembers   int
 	bigTimeout   time.Duration
 	burstTimeout time.Duration
+	// The failover scenario's (-failover runs it alone, after the join).
+	failover           bool
+	failoverPlacements int
+	failoverLost       int
+	failoverGrace      time.Duration
+	failbackAfter      time.Duration
+	failoverPause      time.Duration
 }
 
 func main() {
@@ -80,6 +89,7 @@ func main() {
 	flag.Float64Var(&o.joinRate, "join-rate", 0, "member joins per second; 0: as fast as the bus takes them")
 	flag.DurationVar(&o.heartbeat, "heartbeat-period", 60*time.Second, "each member's heartbeat period")
 	flag.Var(&o.applyDelay, "apply-delay", `how long a member takes to apply: "200ms", uniform "50ms-500ms" or exponential "exp:200ms"`)
+	flag.BoolVar(&o.preview, "preview", false, "once the placement is available, time fleetctl apply --dry-run=server of it with changed objects (every member answers)")
 	flag.BoolVar(&o.separate, "separate-availability", false, "report Applied first and Available in a second report, -available-delay later")
 	flag.Var(&o.availableDelay, "available-delay", "with -separate-availability: how long after the apply the objects become available")
 	flag.Float64Var(&o.failureRate, "failure-rate", 0, "chance that an apply fails (retried with the worker's backoff)")
@@ -99,9 +109,22 @@ func main() {
 	flag.IntVar(&o.bigMembers, "big-members", 5000, "with -suite: members in all for the PickAll placement at the end (more join); at most -members skips it")
 	flag.DurationVar(&o.burstTimeout, "burst-timeout", 18*time.Minute, "with -suite: how long to wait for the -placements placements to be Available")
 	flag.DurationVar(&o.bigTimeout, "big-timeout", 3*time.Minute, "with -suite: how long to wait for PickAll over -big-members")
+	flag.BoolVar(&o.failover, "failover", false, "with -suite: run the failover scenario alone after the join (use a short -heartbeat-period, say 5s)")
+	flag.IntVar(&o.failoverPlacements, "failover-placements", 3, "with -suite: PickN -pick placements that fail over (one more fails back too)")
+	flag.IntVar(&o.failoverLost, "failover-lost", 10, "with -suite: members lost in the failover scenario (half silent, half with their API server unreachable), those the most placements are on")
+	flag.DurationVar(&o.failoverGrace, "failover-grace", 20*time.Second, "with -suite: the failover placements' flotilla.dev/failover-after")
+	flag.DurationVar(&o.failbackAfter, "failback-after", 30*time.Second, "with -suite: the failback placement's flotilla.dev/failback-after")
+	flag.DurationVar(&o.failoverPause, "failover-pause", 0, "with -suite: at the end of the failover scenario, pause the scheduler (SIGSTOP) this long, no member down, and count the members then found lost; 0 skips it")
 	flag.Parse()
 	if o.members < 1 || o.pick < 0 || o.objects < 3 {
 		fmt.Fprintln(os.Stderr, "fleet: -members must be at least 1, -pick at least 0, -objects at least 3")
+		os.Exit(2)
+	}
+	if o.failover {
+		o.suite = true
+	}
+	if o.suite && (o.failoverLost < 2 || o.failoverPlacements < 1 || o.failoverGrace < time.Second || o.failbackAfter < time.Second) {
+		fmt.Fprintln(os.Stderr, "fleet: -failover-lost must be at least 2, -failover-placements at least 1, -failover-grace and -failback-after at least 1s")
 		os.Exit(2)
 	}
 	if o.suite && (o.pick < 1 || o.pick > o.members || o.runs < 1 || o.placements < 0) {

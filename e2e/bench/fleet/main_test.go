@@ -121,3 +121,27 @@ func TestPlacementDone(t *testing.T) {
 		t.Error("done for an older generation")
 	}
 }
+
+// The failover scenario's placements carry the failover annotations fleetctl accepts.
+func TestFailoverPlacementYAML(t *testing.T) {
+	p := placementSpec{name: "failback", namespace: "failback", pick: 100, objects: 2, failoverAfter: "20s", failbackAfter: "30s"}
+	docs, problems := input.Load([]input.Source{{Name: "bench", Data: []byte(p.yaml())}})
+	if len(problems) > 0 {
+		t.Fatalf("problems: %+v", problems)
+	}
+	crp, ok := docs[len(docs)-1].Object.(*api.ClusterResourcePlacement)
+	if !ok {
+		t.Fatalf("last document is %T", docs[len(docs)-1].Object)
+	}
+	fs, errs := api.Failover(crp)
+	if len(errs) > 0 || fs.After != 20*time.Second || fs.FailbackAfter != 30*time.Second {
+		t.Errorf("failover settings %+v (%v), want 20s and 30s", fs, errs)
+	}
+}
+
+func TestMostPlaced(t *testing.T) {
+	got := mostPlaced(map[string][]string{"a": {"m1", "m2", "m3"}, "b": {"m2", "m3"}, "c": {"m3", "m4"}}, 2)
+	if len(got) != 2 || got[0] != "m3" || got[1] != "m2" {
+		t.Errorf("mostPlaced = %v, want [m3 m2]", got)
+	}
+}

@@ -160,6 +160,16 @@ func (p *proc) stop() {
 	}
 }
 
+// signal sends sig to the running process (SIGSTOP and SIGCONT pause and resume it).
+func (p *proc) signal(sig syscall.Signal) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.stopped {
+		return fmt.Errorf("%s is not running", p.name)
+	}
+	return p.cmd.Process.Signal(sig)
+}
+
 // waitReady polls readyURL until it answers 200.
 func (p *proc) waitReady(ctx context.Context, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)

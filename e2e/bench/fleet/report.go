@@ -25,20 +25,23 @@ type measurement struct {
 	joinsPublished time.Duration // every member joined and sent its first heartbeat
 	hubJoined      time.Duration // the status service lists them all joined and healthy
 
-	placed                      bool
-	scheduled, applied          time.Duration
-	available                   time.Duration
-	firstWork, lastReport       time.Duration // seen by the simulated members
-	lastStatus                  string
-	stats                       sim.Stats
-	peakRSS, rss                int64 // bytes
-	cpuUser, cpuSystem          time.Duration
-	goroutines                  int
-	heapInUse                   uint64
-	streams                     []streamState
-	consumersOnWork, maxPayload int
-	largest, largestEvent       wireMsg
-	consumers                   string // how far the hub services are behind the fleet at the end
+	placed                bool
+	scheduled, applied    time.Duration
+	available             time.Duration
+	firstWork, lastReport time.Duration // seen by the simulated members
+	lastStatus            string
+	stats                 sim.Stats
+	peakRSS, rss          int64 // bytes
+	cpuUser, cpuSystem    time.Duration
+	goroutines            int
+	heapInUse             uint64
+	streams               []streamState
+	maxPayload            int
+	largest, largestEvent wireMsg
+	consumers             string // how far the hub services are behind the fleet at the end
+	// preview: fleetctl apply --dry-run=server of the placement with changed objects (-preview).
+	preview        time.Duration
+	previewSummary string
 }
 
 type streamState struct {
@@ -107,6 +110,9 @@ func (m *measurement) print(out io.Writer, w *wire) {
 		fmt.Fprintf(out, "    Applied=True on every cluster (status)      %s\n", d(m.applied))
 		fmt.Fprintf(out, "    Available=True on every cluster (status)    %s\n", d(m.available))
 		fmt.Fprintf(out, "    last status seen: %s\n", m.lastStatus)
+	}
+	if o.preview {
+		fmt.Fprintf(out, "  preview (fleetctl apply --dry-run=server, the placement with changed objects): %s, %s\n", d(m.preview), m.previewSummary)
 	}
 	s := m.stats
 	fmt.Fprintf(out, "  members sent %d heartbeats and %d reports, took %d desired states and %d tombstones; %d simulated failures, %d publish errors, %d consumers started again\n",

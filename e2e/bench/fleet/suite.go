@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -285,13 +286,24 @@ func (s *suite) scenarios(ctx context.Context) error {
 		{fmt.Sprintf("PickN %d with the placements present, %d runs", o.pick, o.runs), func() error { return pickN("pickn-present") }},
 		{fmt.Sprintf("a hub change to a placement on %s clusters", count(o.members)), func() error { return s.hubChange(ctx) }},
 	}
+	failover := struct {
+		what string
+		run  func() error
+	}{fmt.Sprintf("failover of %d members under PickN %d", o.failoverLost, o.pick), func() error { return s.failoverScenario(ctx) }}
+	if o.failover {
+		steps = steps[:0]
+	}
+	steps = append(steps, failover)
 	for _, name := range hubServiceNames {
+		if o.failover {
+			break
+		}
 		steps = append(steps, struct {
 			what string
 			run  func() error
 		}{"restart of " + name, func() error { return s.restart(ctx, name) }})
 	}
-	if o.bigMembers > o.members {
+	if o.bigMembers > o.members && !o.failover {
 		steps = append(steps, struct {
 			what string
 			run  func() error
@@ -681,8 +693,8 @@ func (s *suite) add(r row) {
 func (s *suite) print(out io.Writer, took time.Duration) {
 	o := s.o
 	fmt.Fprintf(out, "\nFlotilla beside KubeFleet (Performance and Scalability Report Q1 2026: 1,000 members, hub agent on 2 x 16-core VMs)\n")
-	fmt.Fprintf(out, "this run: %d simulated members (%s consumers), heartbeat %s, apply delay %s, each service its own process on this machine (%d cores, shared), %s in all\n\n",
-		o.members, o.consumers, o.heartbeat, o.applyDelay, runtime.NumCPU(), took.Round(time.Second))
+	fmt.Fprintf(out, "this run: %d simulated members (%s consumers), heartbeat %s, apply delay %s, each service its own process on this machine (%d cores, shared; load average %s at the end), %s in all\n\n",
+		o.members, o.consumers, o.heartbeat, o.applyDelay, runtime.NumCPU(), loadAverage(), took.Round(time.Second))
 	w := [5]int{len("scenario"), len("Flotilla"), len("KubeFleet"), len("KubeFleet/Flotilla"), len("goal")}
 	for _, r := range s.rows {
 		for i, c := range []string{r.scenario, r.ours, r.kubefleet, r.ratio, r.goal} {
@@ -706,6 +718,15 @@ func (s *suite) print(out io.Writer, took time.Duration) {
 			fmt.Fprintf(out, "  %s\n", n)
 		}
 	}
+}
+
+// loadAverage is the machine's 1, 5 and 15 minute load averages (/proc/loadavg).
+func loadAverage() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(data)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "unknown"
 }
 
 func percentile(ds []time.Duration, p int) time.Duration {

@@ -55,9 +55,11 @@ type Options struct {
 type Applier struct {
 	cluster string
 	dyn     dynamic.Interface
-	meta    metadata.Interface
-	disc    discovery.CachedDiscoveryInterface
-	mapper  *restmapper.DeferredDiscoveryRESTMapper
+	// watchDyn is dyn without a client-side timeout, for informers.
+	watchDyn dynamic.Interface
+	meta     metadata.Interface
+	disc     discovery.CachedDiscoveryInterface
+	mapper   *restmapper.DeferredDiscoveryRESTMapper
 	// workers bounds the objects of a wave processed at once: MaxInFlight
 	// (each has one request in flight at a time; more would only wait).
 	workers  int
@@ -94,6 +96,15 @@ func New(cfg *rest.Config, opts Options) (*Applier, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new applier for %s: %w", opts.Cluster, err)
 	}
+	// rest.Config's Timeout bounds watches too: a watch cut every 30 s is
+	// restarted, with client-go's backoff growing each time. Watches run on a
+	// client of their own without it; the server ends them (timeoutSeconds).
+	watchCfg := rest.CopyConfig(cfg)
+	watchCfg.Timeout = 0
+	watchDyn, err := dynamic.NewForConfig(watchCfg)
+	if err != nil {
+		return nil, fmt.Errorf("new applier for %s: %w", opts.Cluster, err)
+	}
 	meta, err := metadata.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("new applier for %s: %w", opts.Cluster, err)
@@ -112,6 +123,7 @@ func New(cfg *rest.Config, opts Options) (*Applier, error) {
 	return &Applier{
 		cluster:    opts.Cluster,
 		dyn:        dyn,
+		watchDyn:   watchDyn,
 		meta:       meta,
 		disc:       cached,
 		mapper:     restmapper.NewDeferredDiscoveryRESTMapper(cached),
@@ -127,6 +139,10 @@ func (a *Applier) Cluster() string { return a.cluster }
 
 // Dynamic is the Applier's dynamic client, for watching the objects it owns.
 func (a *Applier) Dynamic() dynamic.Interface { return a.dyn }
+
+// Watching is a dynamic client for informers on the member's objects: unlike Dynamic's,
+// its requests have no client-side timeout, which would cut every watch.
+func (a *Applier) Watching() dynamic.Interface { return a.watchDyn }
 
 // placement is what the Applier knows about one placement on its member.
 type placement struct {

@@ -336,7 +336,16 @@ func (r *run) process(ctx context.Context, t *tracked) {
 // mayTakeOver says whether the run may take over live, an object the
 // placement does not own, under the strategy's takeover and co-ownership
 // rules; when not, it records why on t and as a takeover decision.
+// allowCoOwnership means what it means upstream: sharing the object with
+// owners that are not Fleet placements (ownerReferences). Two placements
+// never co-own one object (upstream refuses to place an object twice).
 func (r *run) mayTakeOver(ctx context.Context, t *tracked, desired, live *unstructured.Unstructured, owners []string) bool {
+	if len(owners) > 0 && r.strategy.AllowCoOwnership {
+		r.fail(t, api.ManifestFailedToTakeOverReason, fmt.Errorf(
+			"the object is already owned by another Fleet placement (%s); two placements never co-own one object", strings.Join(owners, ", ")))
+		r.decide(t, api.ManifestFailedToTakeOverReason, nil)
+		return false
+	}
 	if others := otherOwners(live, owners); len(others) > 0 && !r.strategy.AllowCoOwnership {
 		r.fail(t, api.ManifestFailedToTakeOverReason, fmt.Errorf(
 			"cannot take over object: it is owned by %s and co-ownership is not allowed", strings.Join(others, ", ")))

@@ -135,7 +135,9 @@ func (r *run) pruneStale(ctx context.Context, prev map[manifest.Key]*tracked, sc
 	if len(stale) == 0 {
 		return true, nil
 	}
-	if _, err := r.a.removeOwned(ctx, r.w.Placement, stale, r.w.DeleteStrategy.PropagationPolicy); err != nil {
+	// An object the placement no longer selects is deleted whatever the
+	// deleteStrategy, which upstream applies to the placement's deletion only.
+	if _, err := r.a.removeOwned(ctx, r.w.Placement, stale, api.DeletePropagationPolicyDelete); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -190,7 +192,10 @@ func (a *Applier) removeOne(ctx context.Context, placementName string, ref owned
 	if !manifest.OwnedBy(live.GetLabels(), placementName) || live.GetUID() != ref.uid {
 		return nil, nil // not ours (any more): leave it alone
 	}
-	if policy == api.DeletePropagationPolicyAbandon || len(owners) > 1 {
+	// An object co-owned (by another placement, from before placements
+	// stopped sharing, or by ownerReferences allowCoOwnership accepted) is
+	// released, as upstream drops its ownership of such an object.
+	if policy == api.DeletePropagationPolicyAbandon || len(owners) > 1 || len(live.GetOwnerReferences()) > 0 {
 		return nil, a.release(ctx, ref, live, placementName)
 	}
 	if why, err := a.holdsOthers(ctx, ref, placementName); err != nil {

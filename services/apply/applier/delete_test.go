@@ -137,45 +137,60 @@ func TestAbandon(t *testing.T) {
 	}
 }
 
-// TestCoOwnership: a second placement may share an object only with
-// allowCoOwnership; deleting one owner keeps the object for the other.
+// TestCoOwnership: allowCoOwnership is upstream's: a placement may share an
+// object with owners that are not placements (ownerReferences), and keeps it
+// for them when it goes; two placements never share one, allowed or not.
 func TestCoOwnership(t *testing.T) {
 	a := newApplier(t)
 	first, second := name(t, "first"), name(t, "second")
 	ns := name(t, "")
 	mustApply(t, a, first, api.ApplyStrategy{}, nsYAML(ns), configMapYAML(ns, "shared", "1"))
 
-	report, err := a.Apply(t.Context(), work(t, second, api.ApplyStrategy{}, configMapYAML(ns, "shared", "1")))
+	for _, allow := range []bool{false, true} {
+		report, err := a.Apply(t.Context(), work(t, second, api.ApplyStrategy{AllowCoOwnership: allow}, configMapYAML(ns, "shared", "1")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := result(t, report, "ConfigMap", "shared")
+		if res.Applied.Reason != api.ManifestFailedToTakeOverReason || res.Applied.Status != "False" {
+			t.Errorf("a second placement with allowCoOwnership %v: %s", allow, dump(res))
+		}
+		if owners := manifest.OwnerTokens(get(t, configMaps, ns, "shared").GetLabels()); !slices.Equal(owners, []string{first}) {
+			t.Errorf("owners = %v after a refused co-ownership (allowCoOwnership %v)", owners, allow)
+		}
+	}
+
+	// An object another controller owns (an ownerReference).
+	owner := get(t, configMaps, ns, "shared")
+	create(t, fmt.Sprintf(`apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: owned
+  namespace: %s
+  ownerReferences:
+  - {apiVersion: v1, kind: ConfigMap, name: shared, uid: %s}
+data: {v: "1"}
+`, ns, owner.GetUID()))
+	report, err := a.Apply(t.Context(), work(t, second, api.ApplyStrategy{}, configMapYAML(ns, "owned", "1")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := result(t, report, "ConfigMap", "shared")
-	if res.Applied.Reason != api.ManifestFailedToTakeOverReason || res.Applied.Status != "False" {
-		t.Errorf("co-owning without allowCoOwnership: %s", dump(res))
+	if res := result(t, report, "ConfigMap", "owned"); res.Applied.Reason != api.ManifestFailedToTakeOverReason {
+		t.Errorf("taking over an object with an ownerReference without allowCoOwnership: %s", dump(res))
 	}
-	if owners := manifest.OwnerTokens(get(t, configMaps, ns, "shared").GetLabels()); !slices.Equal(owners, []string{first}) {
-		t.Errorf("owners = %v after a refused co-ownership", owners)
+	mustApply(t, a, second, api.ApplyStrategy{AllowCoOwnership: true}, configMapYAML(ns, "owned", "1"))
+	if owners := manifest.OwnerTokens(get(t, configMaps, ns, "owned").GetLabels()); !slices.Equal(owners, []string{second}) {
+		t.Errorf("owners = %v, want [%s]", owners, second)
 	}
-
-	mustApply(t, a, second, api.ApplyStrategy{AllowCoOwnership: true}, configMapYAML(ns, "shared", "1"))
-	want := []string{first, second}
-	slices.Sort(want)
-	if owners := manifest.OwnerTokens(get(t, configMaps, ns, "shared").GetLabels()); !slices.Equal(owners, want) {
-		t.Errorf("owners = %v, want %v", owners, want)
-	}
-
-	if _, err := a.Delete(t.Context(), first, api.DeleteStrategy{}); err != nil {
+	if _, err := a.Delete(t.Context(), second, api.DeleteStrategy{}); err != nil {
 		t.Fatal(err)
 	}
-	cm := get(t, configMaps, ns, "shared")
+	cm := get(t, configMaps, ns, "owned")
 	if cm == nil || cm.GetDeletionTimestamp() != nil {
-		t.Fatal("a co-owned object was deleted with one of its owners")
+		t.Fatal("an object co-owned with another controller was deleted with the placement")
 	}
-	if owners := manifest.OwnerTokens(cm.GetLabels()); !slices.Equal(owners, []string{second}) {
-		t.Errorf("owners = %v after the first owner left, want [%s]", owners, second)
-	}
-	if ns := get(t, namespaces, "", ns); ns == nil || ns.GetDeletionTimestamp() != nil {
-		t.Error("the namespace holding the other placement's object was deleted")
+	if owners := manifest.OwnerTokens(cm.GetLabels()); len(owners) != 0 || len(cm.GetOwnerReferences()) != 1 {
+		t.Errorf("after the placement left: owners %v, ownerReferences %v; want none and the controller's", owners, cm.GetOwnerReferences())
 	}
 }
 
@@ -194,6 +209,35 @@ func TestPruneDropped(t *testing.T) {
 	mustApply(t, fresh, placement, api.ApplyStrategy{}, nsYAML(ns), configMapYAML(ns, "keep", "1"))
 	if !gone(t, ns, "drop-later") {
 		t.Error("a dropped object survived")
+	}
+	if gone(t, ns, "keep") {
+		t.Error("a wanted object was deleted")
+	}
+}
+
+// TestPruneDroppedDespiteAbandon: deleteStrategy Abandon is for the placement's
+// deletion only (upstream), so an object the placement no longer selects is
+// still deleted.
+func TestPruneDroppedDespiteAbandon(t *testing.T) {
+	placement := name(t, "crp")
+	ns := name(t, "")
+	a := newApplier(t)
+	abandon := func(manifests ...string) {
+		t.Helper()
+		w := work(t, placement, api.ApplyStrategy{}, manifests...)
+		w.DeleteStrategy = api.DeleteStrategy{PropagationPolicy: api.DeletePropagationPolicyAbandon}
+		report, err := a.Apply(t.Context(), w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if report.Applied.Status != "True" {
+			t.Fatalf("apply failed: %s", dump(report))
+		}
+	}
+	abandon(nsYAML(ns), configMapYAML(ns, "keep", "1"), configMapYAML(ns, "drop", "1"))
+	abandon(nsYAML(ns), configMapYAML(ns, "keep", "1"))
+	if !gone(t, ns, "drop") {
+		t.Error("an object no longer selected survived because of deleteStrategy Abandon")
 	}
 	if gone(t, ns, "keep") {
 		t.Error("a wanted object was deleted")

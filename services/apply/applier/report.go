@@ -80,9 +80,11 @@ func (t *tracked) refreshAvailability(period time.Duration, now time.Time) {
 // appliedTime is when Flotilla last changed obj: the time of its apply entry
 // in managedFields, which survives restarts.
 //
-// Managed-field times are whole seconds, so a time within the last second
-// means the apply just now changed the object: now is then the exact time,
-// and a not-trackable object is not counted available up to a second early.
+// Managed-field times are truncated to whole seconds, so the change happened
+// somewhere in the second after the recorded time. Taking the end of that
+// second (or now, if sooner) never counts a not-trackable object available
+// early; taking the start did, by up to a second, when the apply landed just
+// before a second boundary.
 func appliedTime(obj *unstructured.Unstructured, now time.Time) time.Time {
 	var latest time.Time
 	for _, mf := range obj.GetManagedFields() {
@@ -90,10 +92,13 @@ func appliedTime(obj *unstructured.Unstructured, now time.Time) time.Time {
 			latest = mf.Time.Time
 		}
 	}
-	if !latest.IsZero() && now.Sub(latest) < time.Second {
-		return now
+	if latest.IsZero() {
+		return latest
 	}
-	return latest
+	if end := latest.Add(time.Second); end.Before(now) {
+		return end
+	}
+	return now
 }
 
 func timePtr(t time.Time) *time.Time {

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -11,18 +12,33 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
+	"github.com/flotilla-dev/flotilla/services/apply/applier"
+	"github.com/flotilla-dev/flotilla/services/apply/manifest"
 )
 
 var (
 	nodesGVR = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
 	podsGVR  = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	// namespacesGVR: the heartbeat reports the member's namespaces (at most
+	// api.MaxMemberNamespaces, the first by name), for ResourcePlacements.
+	namespacesGVR = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
 )
 
-// heartbeats publishes the member's heartbeat now and every HeartbeatPeriod.
+// namespaceSettle is how long a heartbeat waits after a namespace came or
+// went, for the others of a burst (a placement of many namespaces).
+const namespaceSettle = 250 * time.Millisecond
+
+// heartbeats publishes the member's heartbeat now and every HeartbeatPeriod,
+// and soon after a namespace is created or deleted on the member, so that a
+// ResourcePlacement of that namespace is scheduled at once rather than a
+// period later.
 func (w *Worker) heartbeats(ctx context.Context) {
+	go w.watchNamespaces(ctx)
 	t := time.NewTicker(w.cfg.HeartbeatPeriod)
 	defer t.Stop()
 	for {
@@ -31,8 +47,43 @@ func (w *Worker) heartbeats(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-w.beatSoon:
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(namespaceSettle):
+			}
+			t.Reset(w.cfg.HeartbeatPeriod)
 		}
 	}
+}
+
+// watchNamespaces asks for a heartbeat when a namespace is created or deleted
+// on the member (not for those listed at start: the first heartbeat has them).
+func (w *Worker) watchNamespaces(ctx context.Context) {
+	factory := dynamicinformer.NewDynamicSharedInformerFactory(w.applier.Watching(), 0)
+	inf := factory.ForResource(namespacesGVR).Informer()
+	soon := func() {
+		select {
+		case w.beatSoon <- struct{}{}:
+		default:
+		}
+	}
+	_, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(_ any, initial bool) {
+			if !initial {
+				soon()
+			}
+		},
+		DeleteFunc: func(any) { soon() },
+	})
+	if err != nil {
+		w.log.Warn("namespaces are not watched; heartbeats report them every period only", "err", err)
+		return
+	}
+	factory.Start(ctx.Done())
+	<-ctx.Done()
+	factory.Shutdown()
 }
 
 func (w *Worker) heartbeat(ctx context.Context) {
@@ -53,12 +104,16 @@ func (w *Worker) heartbeat(ctx context.Context) {
 	}
 	if !hb.Healthy {
 		w.log.Warn("member is unhealthy", "reason", hb.Message)
+		if errors.Is(w.applier.Probe(ctx), applier.ErrUnreachable) {
+			w.unreachable()
+		}
 	}
 }
 
 // Properties computes a member's heartbeat from its Node objects: the node
 // count, and total, allocatable and available cpu and memory (available is
-// allocatable less what the pods bound to the nodes request). A member whose
+// allocatable less what the pods bound to the nodes request); and its
+// namespaces, each with the placement that created it. A member whose
 // API server cannot be read is reported unhealthy, with the reason.
 func Properties(ctx context.Context, dyn dynamic.Interface, cluster string, now time.Time) *events.MemberHeartbeat {
 	hb := &events.MemberHeartbeat{Name: cluster, ObservedAt: now.UTC()}
@@ -72,7 +127,20 @@ func Properties(ctx context.Context, dyn dynamic.Interface, cluster string, now 
 		hb.Message = fmt.Sprintf("the member's pods cannot be read: %v", err)
 		return hb
 	}
+	namespaces, err := dyn.Resource(namespacesGVR).List(ctx, metav1.ListOptions{Limit: api.MaxMemberNamespaces})
+	if err != nil {
+		hb.Message = fmt.Sprintf("the member's namespaces cannot be read: %v", err)
+		return hb
+	}
 	hb.Healthy = true
+	hb.Namespaces = make(map[string]string, len(namespaces.Items))
+	for _, ns := range namespaces.Items {
+		owner := ""
+		if owners := manifest.OwnerTokens(ns.GetLabels()); len(owners) > 0 {
+			owner = owners[0]
+		}
+		hb.Namespaces[ns.GetName()] = owner
+	}
 
 	total, allocatable, requested := sums{}, sums{}, sums{}
 	for _, n := range nodes.Items {

@@ -18,15 +18,22 @@ func (w *Worker) strand(it item) {
 	w.mu.Lock()
 	w.stranded[it] = true
 	w.mu.Unlock()
+	w.unreachable()
+}
+
+// unreachable wakes reconnect: the member could not be reached, by a placement or by
+// a heartbeat.
+func (w *Worker) unreachable() {
 	select {
 	case w.strandedWake <- struct{}{}:
 	default:
 	}
 }
 
-// reconnect probes the member while placements are stranded, and queues them again, with
-// their backoff forgotten, as soon as the member answers; it also publishes a heartbeat
-// then, so that the fleet sees the member healthy without waiting a heartbeat period.
+// reconnect, once the member could not be reached, probes it until it answers; then it
+// renews the watches of the member's objects (see watcher.restart), queues the stranded
+// placements again with their backoff forgotten, and publishes a heartbeat, so that the
+// fleet sees the member healthy without waiting a heartbeat period.
 func (w *Worker) reconnect(ctx context.Context) {
 	for {
 		select {
@@ -37,6 +44,7 @@ func (w *Worker) reconnect(ctx context.Context) {
 		if !w.awaitMember(ctx) {
 			return
 		}
+		w.watch.restart()
 		w.mu.Lock()
 		items := make([]item, 0, len(w.stranded))
 		for it := range w.stranded {
@@ -44,10 +52,7 @@ func (w *Worker) reconnect(ctx context.Context) {
 		}
 		clear(w.stranded)
 		w.mu.Unlock()
-		if len(items) == 0 {
-			continue
-		}
-		w.log.Info("member reachable; applying the placements that failed to reach it now", "placements", len(items))
+		w.log.Info("member reachable again; applying the placements that failed to reach it", "placements", len(items))
 		for _, it := range items {
 			w.queue.Forget(it)
 			w.queue.Add(it)

@@ -24,21 +24,21 @@ type check struct {
 // placements own (selected by Flotilla's label, so nothing else is cached)
 // and queues a check for every change.
 type watcher struct {
-	w       *Worker
-	factory dynamicinformer.DynamicSharedInformerFactory
-	wake    chan struct{}
+	w *Worker
+	// wake asks for informers on newly owned resources; renew for new informers
+	// on every resource (see renew).
+	wake, renew chan struct{}
 
 	mu        sync.Mutex
+	factory   dynamicinformer.DynamicSharedInformerFactory
 	informers map[schema.GroupVersionResource]cache.SharedIndexInformer
 }
 
 func newWatcher(w *Worker) *watcher {
 	return &watcher{
-		w: w,
-		factory: dynamicinformer.NewFilteredDynamicSharedInformerFactory(w.applier.Dynamic(), 0, metav1.NamespaceAll,
-			func(o *metav1.ListOptions) { o.LabelSelector = manifest.ManagedBySelector }),
-		wake:      make(chan struct{}, 1),
-		informers: map[schema.GroupVersionResource]cache.SharedIndexInformer{},
+		w:     w,
+		wake:  make(chan struct{}, 1),
+		renew: make(chan struct{}, 1),
 	}
 }
 
@@ -50,12 +50,31 @@ func (x *watcher) sync() {
 	}
 }
 
+// restart asks the watcher to replace every informer, for when the member's API
+// server is back after an outage. An informer whose watch failed for that long
+// retries with client-go's backoff, up to 30 s between lists, so it could learn of
+// changes (a Deployment becoming available) half a minute after the member is back;
+// new informers list at once, and their first list queues a check of every object.
+func (x *watcher) restart() {
+	select {
+	case x.renew <- struct{}{}:
+	default:
+	}
+}
+
 func (x *watcher) run(ctx context.Context) {
-	defer x.factory.Shutdown()
+	stop := x.reset(nil)
+	defer func() {
+		close(stop)
+		x.factory.Shutdown()
+	}()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-x.renew:
+			x.w.log.Info("member back: watching its objects afresh")
+			stop = x.reset(stop)
 		case <-x.wake:
 		}
 		started := false
@@ -75,9 +94,26 @@ func (x *watcher) run(ctx context.Context) {
 			x.mu.Unlock()
 		}
 		if started {
-			x.factory.Start(ctx.Done())
+			x.factory.Start(stop)
 		}
 	}
+}
+
+// reset stops the informers of stop's generation, if any, and makes a new factory
+// with no informers, whose generation the returned channel stops. The resources
+// placements own are watched again at once.
+func (x *watcher) reset(stop chan struct{}) chan struct{} {
+	if stop != nil {
+		close(stop)
+		x.factory.Shutdown()
+	}
+	x.mu.Lock()
+	x.factory = dynamicinformer.NewFilteredDynamicSharedInformerFactory(x.w.applier.Watching(), 0, metav1.NamespaceAll,
+		func(o *metav1.ListOptions) { o.LabelSelector = manifest.ManagedBySelector })
+	x.informers = map[schema.GroupVersionResource]cache.SharedIndexInformer{}
+	x.mu.Unlock()
+	x.sync()
+	return make(chan struct{})
 }
 
 // changed queues a check of obj for each placement that owns it.

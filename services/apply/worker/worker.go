@@ -125,8 +125,13 @@ type Worker struct {
 	// to be applied again as soon as it answers (see reconnect); strandedWake wakes it.
 	stranded     map[item]bool
 	strandedWake chan struct{}
+	// beatSoon asks for a heartbeat before the period is up: a namespace came
+	// or went, which ResourcePlacements are scheduled by.
+	beatSoon chan struct{}
 
 	watch *watcher
+	// diffs watches the objects of ReportDiff placements.
+	diffs *diffWatcher
 	locks keyedLocks
 }
 
@@ -191,8 +196,10 @@ func New(cfg Config) (*Worker, error) {
 		stranded:  map[item]bool{},
 
 		strandedWake: make(chan struct{}, 1),
+		beatSoon:     make(chan struct{}, 1),
 	}
 	w.watch = newWatcher(w)
+	w.diffs = newDiffWatcher(w)
 	return w, nil
 }
 
@@ -241,10 +248,18 @@ func (w *Worker) Run(ctx context.Context) error {
 		g.Go(func() error { w.runChecks(gctx); return nil })
 	}
 	g.Go(func() error { w.heartbeats(gctx); return nil })
+	g.Go(func() error {
+		// Previews are a convenience: without them the worker still applies.
+		if err := w.servePreviews(gctx); err != nil {
+			w.log.Error("placement previews are not answered", "err", err)
+		}
+		return nil
+	})
 	g.Go(func() error { w.resend(gctx); return nil })
 	g.Go(func() error { w.resync(gctx); return nil })
 	g.Go(func() error { w.reconnect(gctx); return nil })
 	g.Go(func() error { w.watch.run(gctx); return nil })
+	g.Go(func() error { w.diffs.run(gctx); return nil })
 	return g.Wait()
 }
 
@@ -360,6 +375,7 @@ func (w *Worker) process(ctx context.Context, it item) {
 		}
 		w.queue.AddRateLimited(it)
 		w.watch.sync()
+		w.diffs.sync()
 		return
 	}
 	w.queue.Forget(it)
@@ -373,6 +389,7 @@ func (w *Worker) process(ctx context.Context, it item) {
 		w.recordRemoved(ctx, tomb, seq)
 	}
 	w.watch.sync()
+	w.diffs.sync()
 	w.scheduleRefresh(it.placement)
 }
 

@@ -195,6 +195,12 @@ func TestHeartbeat(t *testing.T) {
 	if q := hb.ResourceUsage.Allocatable["cpu"]; q.String() != "7" {
 		t.Errorf("allocatable cpu = %s", q.String())
 	}
+	// The member's namespaces, for ResourcePlacements (none of them Flotilla's).
+	for _, ns := range []string{"default", "kube-system"} {
+		if owner, ok := hb.Namespaces[ns]; !ok || owner != "" {
+			t.Errorf("namespace %s in the heartbeat: %q, %v (namespaces %v)", ns, owner, ok, hb.Namespaces)
+		}
+	}
 }
 
 // TestUnreachableMember: a member whose API server is gone gets a clear
@@ -415,4 +421,51 @@ func TestMemberBackIsAppliedAtOnce(t *testing.T) {
 	if get(t, flaky, configMaps, ns, "app-config") == nil {
 		t.Error("the ConfigMap is not on the member")
 	}
+}
+
+// TestMemberBackIsWatchedAgain takes a member's API server away while the worker is idle
+// (only its heartbeat notices) and brings it back: the worker watches the member's objects
+// afresh, so a ConfigMap edited by hand after the outage is put back, and the placement's
+// report says so.
+func TestMemberBackIsWatchedAgain(t *testing.T) {
+	f := newFleet(t)
+	flaky := "flaky-watch"
+	if err := members.AddMembers(t.Context(), flaky); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = members.StopMember(flaky) })
+	f.start(flaky, func(c *worker.Config) {
+		c.RetryBase, c.RetryMax, c.ProbePeriod = time.Hour, time.Hour, 100*time.Millisecond
+		c.HeartbeatPeriod, c.ResyncPeriod = 200*time.Millisecond, time.Hour
+	})
+	placement, ns := name(t, "crp"), name(t, "")
+	f.desire(work(t, flaky, placement, api.ApplyStrategy{}, nsYAML(ns), configMapYAML(ns, "app-config", "1")))
+	f.waitReport(flaky, placement, "applied", applied)
+
+	if err := members.StopAPIServer(flaky); err != nil {
+		t.Fatal(err)
+	}
+	f.waitHeartbeat(flaky, "the member unhealthy while its API server is down", func(hb *events.MemberHeartbeat) bool { return !hb.Healthy })
+	if err := members.StartAPIServer(t.Context(), flaky); err != nil {
+		t.Fatal(err)
+	}
+	f.waitHeartbeat(flaky, "the member healthy again", func(hb *events.MemberHeartbeat) bool { return hb.Healthy })
+
+	before := f.mark()
+	c := client(t, flaky).Resource(configMaps).Namespace(ns)
+	u, err := c.Get(t.Context(), "app-config", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = unstructured.SetNestedField(u.Object, "edited", "data", "key")
+	if _, err := c.Update(t.Context(), u, metav1.UpdateOptions{FieldManager: "kubectl-edit"}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitReportAfter(before, flaky, placement, "the edit after the outage seen as a drift", hasDrift("ConfigMap", "app-config"))
+	poll.Every(t, 100*time.Millisecond, time.Minute, "the hub value back on the member", func() error {
+		if v := get(t, flaky, configMaps, ns, "app-config").Object["data"].(map[string]any)["key"]; v != "1" {
+			return fmt.Errorf("data.key is %v", v)
+		}
+		return nil
+	})
 }

@@ -143,6 +143,12 @@ func applyItem(d input.Document, opts Options, policies policySet) (Item, api.Er
 			return item, fieldError("metadata.name", err)
 		}
 		item.Changes = []Change{c}
+	case *api.ClusterResourcePlacementEviction, *api.ClusterResourcePlacementDisruptionBudget:
+		c, err := DisruptionUpserted(o)
+		if err != nil {
+			return item, fieldError("metadata.name", err)
+		}
+		item.Changes = []Change{c}
 	case *api.ClusterApprovalRequest:
 		// Runs create their approval requests; a user applies one only to
 		// approve it, as with kubectl, by setting the condition Approved.
@@ -150,7 +156,7 @@ func applyItem(d input.Document, opts Options, policies policySet) (Item, api.Er
 			return item, api.ErrorList{{Type: api.ErrorTypeForbidden, Field: "status.conditions",
 				Detail: "a ClusterApprovalRequest is created by its run; applying one only approves it, and this one has no condition Approved with status True (use fleetctl approve clusterapprovalrequest " + o.Name + ")"}}
 		}
-		c, err := ApprovalRequestApproved(o.Name, "")
+		c, err := ApprovalRequestApproved(api.InternalStaged(o).GetName(), "")
 		if err != nil {
 			return item, fieldError("metadata.name", err)
 		}
@@ -180,7 +186,7 @@ func applyItem(d input.Document, opts Options, policies policySet) (Item, api.Er
 }
 
 func placementUpserted(crp *api.ClusterResourcePlacement) (Change, error) {
-	p := *crp
+	p := *api.InternalPlacement(crp) // a ResourcePlacement travels under its key
 	// Status is the status service's to report, and server fields are the
 	// hub's to set: an object saved with fleetctl get -o yaml applies as is.
 	p.Status = api.PlacementStatus{}
@@ -234,7 +240,7 @@ func overrideChange(typ string, k api.OverrideKey, payload any) (Change, error) 
 // the rollout's.
 func StagedUpdateUpserted(obj api.Object) (Change, error) {
 	var payload events.StagedUpdateUpserted
-	switch o := obj.(type) {
+	switch o := api.InternalStaged(obj).(type) {
 	case *api.ClusterStagedUpdateStrategy:
 		c := *o
 		c.ObjectMeta = userMetadata(c.ObjectMeta)
@@ -374,7 +380,10 @@ func deleteItem(d input.Document, leave events.LeavePolicy, opts Options) (Item,
 	}
 	switch o := d.Object.(type) {
 	case *api.ClusterResourcePlacement:
-		c, err := PlacementDeleted(name)
+		if o.Kind == api.ResourcePlacementKind && o.Namespace == "" {
+			o = &api.ClusterResourcePlacement{TypeMeta: o.TypeMeta, ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: opts.namespace()}}
+		}
+		c, err := PlacementDeleted(api.InternalPlacement(o).Name)
 		if err != nil {
 			return item, fieldError("metadata.name", err)
 		}
@@ -401,8 +410,23 @@ func deleteItem(d input.Document, leave events.LeavePolicy, opts Options) (Item,
 			return item, fieldError("metadata.name", err)
 		}
 		item.Changes = []Change{c}
+	case *api.ClusterResourcePlacementEviction, *api.ClusterResourcePlacementDisruptionBudget:
+		c, err := DisruptionDeleted(events.DisruptionKey{Kind: gvk.Kind, Name: name})
+		if err != nil {
+			return item, fieldError("metadata.name", err)
+		}
+		item.Changes = []Change{c}
 	case *api.ClusterStagedUpdateStrategy, *api.ClusterStagedUpdateRun:
-		c, err := StagedUpdateDeleted(events.StagedUpdateKey{Kind: gvk.Kind, Name: name})
+		k := events.StagedUpdateKey{Kind: gvk.Kind, Name: name}
+		if cluster := api.ClusterStagedKind(gvk.Kind); cluster != "" {
+			// A namespaced StagedUpdateStrategy or StagedUpdateRun: by its key.
+			ns := d.Object.GetNamespace()
+			if ns == "" {
+				ns = opts.namespace()
+			}
+			k = events.StagedUpdateKey{Kind: cluster, Name: api.PlacementKey(ns, name)}
+		}
+		c, err := StagedUpdateDeleted(k)
 		if err != nil {
 			return item, fieldError("metadata.name", err)
 		}

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
 	"github.com/flotilla-dev/flotilla/services/fleetctl/change"
 	"github.com/flotilla-dev/flotilla/services/fleetctl/input"
+	"github.com/flotilla-dev/flotilla/services/fleetctl/preview"
 	"github.com/flotilla-dev/flotilla/services/fleetctl/submit"
 )
 
@@ -29,7 +31,8 @@ func (f *fileFlags) add(cmd *cobra.Command, verb string) {
 
 func (a *app) applyCommand() *cobra.Command {
 	var files fileFlags
-	var dryRun string
+	var dryRun, output string
+	var memberTimeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "apply -f FILENAME",
 		Short: "Publish placements, member clusters and hub manifests from files",
@@ -37,6 +40,8 @@ func (a *app) applyCommand() *cobra.Command {
 
   ClusterResourcePlacement                 creates or updates the placement
   ClusterResourceOverride, ResourceOverride creates or updates the override (v1alpha1, v1beta1, v1)
+  ClusterResourcePlacementEviction         evicts the placement from the cluster, once
+  ClusterResourcePlacementDisruptionBudget creates or updates the budget of the placement of its name
   MemberCluster                            joins (or updates) the member cluster
   PropagationPolicy (KubeAdmiral)          becomes two placements, pp.<namespace>.<name> and
   ClusterPropagationPolicy (KubeAdmiral)   pp-adopt.<namespace>.<name> (cpp... for cluster policies)
@@ -54,7 +59,8 @@ Likewise an object may be selected by one override of each kind only (checked ag
 live overrides and the others applied), and an override's placement cannot change.`,
 		Example: `  fleetctl apply -f web-2-crp.yaml
   fleetctl apply -f ./manifests -R
-  cat crp.yaml | fleetctl apply -f -`,
+  cat crp.yaml | fleetctl apply -f -
+  fleetctl apply --dry-run=server -f web-2-crp.yaml -o yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(files.files) == 0 {
@@ -62,14 +68,24 @@ live overrides and the others applied), and an override's placement cannot chang
 			}
 			switch dryRun {
 			case "none", "client":
+			case "server":
+				switch output {
+				case "", "table", "yaml", "json":
+				default:
+					return usageError(cmd, "-o must be table, yaml or json for --dry-run=server, not %q", output)
+				}
+				return a.previewApply(cmd.Context(), files, output, memberTimeout)
 			default:
-				return usageError(cmd, "--dry-run must be none or client, not %q", dryRun)
+				return usageError(cmd, "--dry-run must be none, client or server, not %q", dryRun)
 			}
 			return a.apply(cmd.Context(), files, dryRun == "client")
 		},
 	}
 	files.add(cmd, "apply")
-	cmd.Flags().StringVar(&dryRun, "dry-run", "none", "client: validate and print what would be published, without publishing")
+	cmd.Flags().StringVar(&dryRun, "dry-run", "none", "client: validate and print what would be published, without publishing; "+
+		"server: also preview each placement (clusters picked and not, manifests after overrides, what each member would do, found by server-side dry run there, and the rollout plan) without changing anything")
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format of --dry-run=server: table, yaml or json")
+	cmd.Flags().DurationVar(&memberTimeout, "timeout", preview.DefaultMemberTimeout, "--dry-run=server: how long each member's apply worker has to answer; members that do not are named in a partial answer")
 	cmd.Flags().Lookup("dry-run").NoOptDefVal = "client"
 	return cmd
 }
@@ -85,9 +101,25 @@ func (a *app) reportProblems(problems []input.Problem) error {
 }
 
 func (a *app) apply(ctx context.Context, files fileFlags, dryRun bool) error {
-	sources, err := input.Read(files.files, files.recursive, a.in)
+	items, err := a.load(files)
 	if err != nil {
 		return err
+	}
+	if dryRun {
+		for _, it := range items {
+			a.printOutcome(it, "configured (dry run)")
+		}
+		return nil
+	}
+	return a.publish(ctx, items, "configured", "unchanged")
+}
+
+// load reads, decodes and validates the files as apply does, printing their
+// warnings.
+func (a *app) load(files fileFlags) ([]change.Item, error) {
+	sources, err := input.Read(files.files, files.recursive, a.in)
+	if err != nil {
+		return nil, err
 	}
 	docs, problems := input.LoadIn(sources, files.namespace)
 	// Convert the valid documents too, so that every problem is reported
@@ -95,10 +127,10 @@ func (a *app) apply(ctx context.Context, files fileFlags, dryRun bool) error {
 	items, more := change.ForApply(input.WithoutProblems(docs, problems), change.Options{Namespace: files.namespace})
 	if problems = append(problems, more...); len(problems) > 0 {
 		input.SortProblems(problems)
-		return a.reportProblems(problems)
+		return nil, a.reportProblems(problems)
 	}
 	if len(items) == 0 {
-		return errors.New("no objects passed to apply")
+		return nil, errors.New("no objects passed to apply")
 	}
 	for _, d := range docs {
 		for _, w := range d.Warnings {
@@ -110,13 +142,7 @@ func (a *app) apply(ctx context.Context, files fileFlags, dryRun bool) error {
 			a.warn("%s: %s: %s", it.Where, it.Object, w)
 		}
 	}
-	if dryRun {
-		for _, it := range items {
-			a.printOutcome(it, "configured (dry run)")
-		}
-		return nil
-	}
-	return a.publish(ctx, items, "configured", "unchanged")
+	return items, nil
 }
 
 // publish publishes every item in order and prints one line per item, once every
@@ -131,6 +157,9 @@ func (a *app) publish(ctx context.Context, items []change.Item, done, unchanged 
 		return err
 	}
 	if err := a.checkOverrides(ctx, nc, items); err != nil {
+		return err
+	}
+	if err := a.checkBudgets(ctx, nc, items); err != nil {
 		return err
 	}
 	pub, err := a.publisher(ctx, nc)

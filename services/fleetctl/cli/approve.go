@@ -7,43 +7,51 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/services/fleetctl/change"
 	"github.com/flotilla-dev/flotilla/services/fleetctl/query"
 	"github.com/flotilla-dev/flotilla/services/fleetctl/submit"
 )
 
 func (a *app) approveCommand() *cobra.Command {
-	var message string
+	var message, namespace string
 	cmd := &cobra.Command{
-		Use:   "approve clusterapprovalrequest NAME",
+		Use:   "approve (clusterapprovalrequest NAME | approvalrequest NAME -n NS)",
 		Short: "Approve a stage of a staged update run",
 		Long: `Approve sets the condition Approved of a ClusterApprovalRequest, as kubectl fleet approve
 does: the run waiting for it (before a stage starts, or after it ends) goes on. A run names
 its requests <run>-before-<stage> and <run>-after-<stage>; list them with
-fleetctl get clusterapprovalrequests. Approving twice changes nothing.`,
+fleetctl get clusterapprovalrequests. A StagedUpdateRun of a ResourcePlacement makes
+namespaced ApprovalRequests (areq) of the same names in its namespace. Approving twice
+changes nothing.`,
 		Example: `  fleetctl approve clusterapprovalrequest web-rollout-before-production
-  fleetctl approve careq/web-rollout-after-staging`,
+  fleetctl approve careq/web-rollout-after-staging
+  fleetctl approve areq app-rollout-after-staging -n team-a`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			r, names, err := parseTarget(args)
 			if err != nil {
 				return usageError(cmd, "%v", err)
 			}
-			if r != approvalRequests {
-				return usageError(cmd, "approve takes clusterapprovalrequests (careq), not %s", r.display())
+			if r != approvalRequests && r != nsApprovals {
+				return usageError(cmd, "approve takes clusterapprovalrequests (careq) or approvalrequests (areq), not %s", r.display())
 			}
 			if len(names) == 0 {
-				return usageError(cmd, "name the clusterapprovalrequest to approve")
+				return usageError(cmd, "name the %s to approve", r.display())
 			}
-			return a.approve(cmd.Context(), names, message)
+			if r == approvalRequests {
+				namespace = ""
+			}
+			return a.approve(cmd.Context(), r, namespace, names, message)
 		},
 	}
 	cmd.Flags().StringVar(&message, "message", "approved with fleetctl", "the message of the Approved condition")
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", "default", "namespace of the approvalrequests")
 	return cmd
 }
 
 // approve approves each request that exists; a missing one is reported as
 // kubectl does and approves nothing.
-func (a *app) approve(ctx context.Context, names []string, message string) error {
+func (a *app) approve(ctx context.Context, r resource, namespace string, names []string, message string) error {
 	nc, err := a.connect()
 	if err != nil {
 		return err
@@ -56,15 +64,16 @@ func (a *app) approve(ctx context.Context, names []string, message string) error
 		missing  []error
 	)
 	for _, n := range names {
-		_, err := q.ApprovalRequest(ctx, n)
+		key := api.PlacementKey(namespace, n) // the name, for a ClusterApprovalRequest
+		_, err := q.ApprovalRequest(ctx, key)
 		switch {
 		case errors.Is(err, query.ErrNotFound):
-			missing = append(missing, notFound(approvalRequests, n))
+			missing = append(missing, notFound(r, n))
 			continue
 		case err != nil:
 			return err
 		}
-		c, err := change.ApprovalRequestApproved(n, message)
+		c, err := change.ApprovalRequestApproved(key, message)
 		if err != nil {
 			return fmt.Errorf("approve %s: %w", n, err)
 		}
@@ -84,7 +93,7 @@ func (a *app) approve(ctx context.Context, names []string, message string) error
 			if o == submit.Unchanged {
 				verb = "approved (unchanged)"
 			}
-			fmt.Fprintf(a.out, "%s/%s %s\n", approvalRequests.display(), approved[i], verb)
+			fmt.Fprintf(a.out, "%s/%s %s\n", r.display(), approved[i], verb)
 		}
 	}
 	return errors.Join(missing...)

@@ -45,6 +45,8 @@ type app struct {
 
 	nats           natsconn.Settings
 	requestTimeout time.Duration
+	// getenv reads the environment (flags' defaults).
+	getenv func(string) string
 }
 
 // Run runs fleetctl with args (without the program name). Errors are
@@ -68,6 +70,7 @@ func Run(ctx context.Context, args []string, opts Options) error {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
+	a.getenv = getenv
 	root := a.rootCommand(getenv)
 	root.SetArgs(args)
 	root.SetIn(a.in)
@@ -108,6 +111,8 @@ Kubernetes manifest for the hub, then watch placements converge:
 		a.describeCommand(),
 		a.deleteCommand(),
 		a.approveCommand(),
+		a.drainCommand(),
+		a.uncordonCommand(),
 		a.historyCommand(),
 		a.takeoversCommand(),
 		a.deadLettersCommand(),

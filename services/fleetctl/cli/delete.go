@@ -18,11 +18,12 @@ func (a *app) deleteCommand() *cobra.Command {
 	var files fileFlags
 	var leave string
 	cmd := &cobra.Command{
-		Use:   "delete (-f FILENAME | crp NAME... | member NAME... | cro NAME... | ro NAME... [-n NS])",
+		Use:   "delete (-f FILENAME | crp NAME... | rp NAME... [-n NS] | member NAME... | cro NAME... | ro NAME... [-n NS])",
 		Short: "Delete placements or overrides, remove member clusters, or take manifests out of the hub store",
 		Long: `Delete publishes the deletion of the named objects:
 
-  a ClusterResourcePlacement is deleted, and its objects removed from members per its deleteStrategy;
+  a ClusterResourcePlacement, or a ResourcePlacement (of the namespace -n), is deleted, and its
+  objects removed from members per its deleteStrategy;
   a MemberCluster leaves the fleet (--leave-policy Keep leaves placed objects running on it,
   Delete removes what Flotilla placed there);
   a KubeAdmiral policy's two placements are deleted;
@@ -76,10 +77,22 @@ func (a *app) deleteNames(ctx context.Context, r resource, names []string, names
 			c, err = change.StagedUpdateDeleted(events.StagedUpdateKey{Kind: api.ClusterStagedUpdateStrategyKind, Name: n})
 		case stagedRuns:
 			c, err = change.StagedUpdateDeleted(events.StagedUpdateKey{Kind: api.ClusterStagedUpdateRunKind, Name: n})
+		case nsStrategies:
+			c, err = change.StagedUpdateDeleted(events.StagedUpdateKey{Kind: api.ClusterStagedUpdateStrategyKind, Name: api.PlacementKey(namespace, n)})
+		case nsRuns:
+			c, err = change.StagedUpdateDeleted(events.StagedUpdateKey{Kind: api.ClusterStagedUpdateRunKind, Name: api.PlacementKey(namespace, n)})
+		case evictions:
+			c, err = change.DisruptionDeleted(events.DisruptionKey{Kind: api.ClusterResourcePlacementEvictionKind, Name: n})
+		case disruptionBudgets:
+			c, err = change.DisruptionDeleted(events.DisruptionKey{Kind: api.ClusterResourcePlacementDisruptionBudgetKind, Name: n})
 		case approvalRequests:
 			return fmt.Errorf("a clusterapprovalrequest goes with its run: delete the clusterstagedupdaterun")
+		case nsApprovals:
+			return fmt.Errorf("an approvalrequest goes with its run: delete the stagedupdaterun")
 		case placements:
 			c, err = change.PlacementDeleted(n)
+		case resourcePlacements:
+			c, err = change.PlacementDeleted(api.PlacementKey(namespace, n))
 		default:
 			return fmt.Errorf("fleetctl cannot delete %s", r.display())
 		}

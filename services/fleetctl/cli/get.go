@@ -18,16 +18,19 @@ func (a *app) getCommand() *cobra.Command {
 	var output, selector, namespace string
 	var noHeaders, allNamespaces bool
 	cmd := &cobra.Command{
-		Use:   "get (crp|members|cro|ro|csus|csur|careq) [NAME...]",
+		Use:   "get (crp|rp|members|cro|ro|csus|csur|careq|sus|sur|areq) [NAME...]",
 		Short: "Show placements, member clusters, overrides or staged updates with their status",
-		Long: `Get shows ClusterResourcePlacements or MemberClusters in Fleet's shape (apiVersion, kind,
+		Long: `Get shows ClusterResourcePlacements, ResourcePlacements or MemberClusters in Fleet's shape (apiVersion, kind,
 metadata, spec, status), as the status service reports them, and ClusterResourceOverrides
 and ResourceOverrides as they were applied (in the version they were written in).
 
-Resource types: clusterresourceplacements (crp), memberclusters (members, mc),
+Resource types: clusterresourceplacements (crp), resourceplacements (rp, of the namespace -n,
+or of all with -A), memberclusters (members, mc),
 clusterresourceoverrides (cro), resourceoverrides (ro, of the namespace -n, or of all with
 -A), clusterstagedupdatestrategies (csus), clusterstagedupdateruns (csur, with the stage and
-clusters in progress and what the run waits for in -o wide), clusterapprovalrequests (careq);
+clusters in progress and what the run waits for in -o wide), clusterapprovalrequests (careq),
+and their namespaced twins for ResourcePlacements stagedupdatestrategies (sus),
+stagedupdateruns (sur) and approvalrequests (areq), of -n or -A;
 the kubectl spellings with group and version work too, e.g.
 clusterresourceplacement.v1beta1.placement.kubernetes-fleet.io.
 
@@ -53,7 +56,7 @@ jsonpath templates are kubectl's (client-go's jsonpath): a list or object prints
 				return usageError(cmd, "give either names or a label selector (-l), not both")
 			}
 			p := printer.Printer{Output: out, NoHeaders: noHeaders, Now: a.now}
-			if r == resourceOverrides {
+			if r.namespaced() {
 				if allNamespaces && len(names) > 0 {
 					return usageError(cmd, "a name cannot be given with --all-namespaces")
 				}
@@ -61,7 +64,13 @@ jsonpath templates are kubectl's (client-go's jsonpath): a list or object prints
 				if allNamespaces {
 					ns = ""
 				}
-				return a.getResourceOverrides(cmd.Context(), p, ns, names, selector)
+				switch r {
+				case resourcePlacements:
+					return a.getResourcePlacements(cmd.Context(), p, ns, names, selector)
+				case resourceOverrides:
+					return a.getResourceOverrides(cmd.Context(), p, ns, names, selector)
+				}
+				return a.getNamespacedStaged(cmd.Context(), p, r, ns, names, selector)
 			}
 			return a.get(cmd.Context(), p, r, names, selector)
 		},
@@ -69,8 +78,8 @@ jsonpath templates are kubectl's (client-go's jsonpath): a list or object prints
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: "+printer.Formats)
 	cmd.Flags().StringVarP(&selector, "selector", "l", "", "label selector, e.g. -l app=web,tier!=cache")
 	cmd.Flags().BoolVar(&noHeaders, "no-headers", false, "leave out the table header")
-	cmd.Flags().StringVarP(&namespace, "namespace", "n", "default", "namespace of the resourceoverrides")
-	cmd.Flags().BoolVarP(&allNamespaces, "all-namespaces", "A", false, "resourceoverrides of every namespace")
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", "default", "namespace of namespaced kinds (rp, ro, sus, sur, areq)")
+	cmd.Flags().BoolVarP(&allNamespaces, "all-namespaces", "A", false, "the namespaced kind's objects of every namespace")
 	return cmd
 }
 
@@ -90,6 +99,61 @@ func (a *app) getResourceOverrides(ctx context.Context, p printer.Printer, names
 	}
 	p.AllNamespaces = namespace == ""
 	return getEach(ctx, a, p, resourceOverrides, names, selector, list, get, p.ResourceOverrides)
+}
+
+// getResourcePlacements prints the ResourcePlacements of a namespace ("": of all).
+func (a *app) getResourcePlacements(ctx context.Context, p printer.Printer, namespace string, names []string, selector string) error {
+	nc, err := a.connect()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	q := a.queryClient(nc)
+	list := func(ctx context.Context, sel string) ([]api.ClusterResourcePlacement, error) {
+		return q.ResourcePlacements(ctx, namespace, sel)
+	}
+	get := func(ctx context.Context, name string) (*api.ClusterResourcePlacement, error) {
+		return q.ResourcePlacement(ctx, namespace, name)
+	}
+	p.AllNamespaces = namespace == ""
+	return getEach(ctx, a, p, resourcePlacements, names, selector, list, get, p.ResourcePlacements)
+}
+
+// getNamespacedStaged prints the StagedUpdateStrategies, StagedUpdateRuns or
+// ApprovalRequests of a namespace ("": of all).
+func (a *app) getNamespacedStaged(ctx context.Context, p printer.Printer, r resource, namespace string, names []string, selector string) error {
+	nc, err := a.connect()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	q := a.queryClient(nc)
+	p.AllNamespaces = namespace == ""
+	switch r {
+	case nsStrategies:
+		return getEach(ctx, a, p, r, names, selector,
+			func(ctx context.Context, sel string) ([]api.ClusterStagedUpdateStrategy, error) {
+				return q.StagedUpdateStrategiesIn(ctx, namespace, sel)
+			},
+			func(ctx context.Context, name string) (*api.ClusterStagedUpdateStrategy, error) {
+				return q.StagedUpdateStrategyIn(ctx, namespace, name)
+			}, p.StagedUpdateStrategies)
+	case nsRuns:
+		return getEach(ctx, a, p, r, names, selector,
+			func(ctx context.Context, sel string) ([]api.ClusterStagedUpdateRun, error) {
+				return q.StagedUpdateRunsIn(ctx, namespace, sel)
+			},
+			func(ctx context.Context, name string) (*api.ClusterStagedUpdateRun, error) {
+				return q.StagedUpdateRunIn(ctx, namespace, name)
+			}, p.StagedUpdateRuns)
+	}
+	return getEach(ctx, a, p, r, names, selector,
+		func(ctx context.Context, sel string) ([]api.ClusterApprovalRequest, error) {
+			return q.ApprovalRequestsIn(ctx, namespace, sel)
+		},
+		func(ctx context.Context, name string) (*api.ClusterApprovalRequest, error) {
+			return q.ApprovalRequestIn(ctx, namespace, name)
+		}, p.ApprovalRequests)
 }
 
 // notFound renders a missing object as kubectl does.
@@ -117,6 +181,10 @@ func (a *app) get(ctx context.Context, p printer.Printer, r resource, names []st
 		return getEach(ctx, a, p, r, names, selector, q.StagedUpdateRuns, q.StagedUpdateRun, p.StagedUpdateRuns)
 	case approvalRequests:
 		return getEach(ctx, a, p, r, names, selector, q.ApprovalRequests, q.ApprovalRequest, p.ApprovalRequests)
+	case evictions:
+		return getEach(ctx, a, p, r, names, selector, q.Evictions, q.Eviction, p.Evictions)
+	case disruptionBudgets:
+		return getEach(ctx, a, p, r, names, selector, q.DisruptionBudgets, q.DisruptionBudget, p.DisruptionBudgets)
 	}
 	return nil
 }
@@ -152,30 +220,33 @@ func (a *app) noResources(p printer.Printer, w io.Writer) {
 }
 
 func (a *app) describeCommand() *cobra.Command {
+	var namespace string
 	cmd := &cobra.Command{
-		Use:   "describe (crp|members|csur) [NAME...]",
+		Use:   "describe (crp|rp|members|csur) [NAME...]",
 		Short: "Show a placement or member cluster in detail, for people",
 		Long: `Describe shows a placement's spec in short, its conditions, and for every cluster the
 cluster's conditions and the objects that failed to apply or are not available
 (failedPlacements), drifted on the member (driftedPlacements) or differ from the hub
 (diffedPlacements). Without names, every object of the type is described.`,
 		Example: `  fleetctl describe crp web-2-crp
+  fleetctl describe rp app-config -n team-a
   fleetctl describe member member-1`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			r, names, err := parseTarget(args)
 			if err != nil {
 				return usageError(cmd, "%v", err)
 			}
-			if r != placements && r != members && r != stagedRuns {
-				return usageError(cmd, "describe shows placements, member clusters and staged update runs; show the others with fleetctl get %s -o yaml", strings.Split(r.display(), ".")[0])
+			if r != placements && r != resourcePlacements && r != members && r != stagedRuns && r != nsRuns && r != evictions && r != disruptionBudgets {
+				return usageError(cmd, "describe shows placements, member clusters, staged update runs, evictions and disruption budgets; show the others with fleetctl get %s -o yaml", strings.Split(r.display(), ".")[0])
 			}
-			return a.describe(cmd.Context(), r, names)
+			return a.describe(cmd.Context(), r, names, namespace)
 		},
 	}
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", "default", "namespace of the resourceplacements or stagedupdateruns")
 	return cmd
 }
 
-func (a *app) describe(ctx context.Context, r resource, names []string) error {
+func (a *app) describe(ctx context.Context, r resource, names []string, namespace string) error {
 	nc, err := a.connect()
 	if err != nil {
 		return err
@@ -186,10 +257,30 @@ func (a *app) describe(ctx context.Context, r resource, names []string) error {
 	switch r {
 	case placements:
 		return describeEach(ctx, a, r, names, q.Placements, q.Placement, p.DescribePlacement)
+	case resourcePlacements:
+		list := func(ctx context.Context, sel string) ([]api.ClusterResourcePlacement, error) {
+			return q.ResourcePlacements(ctx, namespace, sel)
+		}
+		get := func(ctx context.Context, name string) (*api.ClusterResourcePlacement, error) {
+			return q.ResourcePlacement(ctx, namespace, name)
+		}
+		return describeEach(ctx, a, r, names, list, get, p.DescribePlacement)
+	case nsRuns:
+		list := func(ctx context.Context, sel string) ([]api.ClusterStagedUpdateRun, error) {
+			return q.StagedUpdateRunsIn(ctx, namespace, sel)
+		}
+		get := func(ctx context.Context, name string) (*api.ClusterStagedUpdateRun, error) {
+			return q.StagedUpdateRunIn(ctx, namespace, name)
+		}
+		return describeEach(ctx, a, r, names, list, get, p.DescribeStagedUpdateRun)
 	case members:
 		return describeEach(ctx, a, r, names, q.Members, q.Member, p.DescribeMember)
 	case stagedRuns:
 		return describeEach(ctx, a, r, names, q.StagedUpdateRuns, q.StagedUpdateRun, p.DescribeStagedUpdateRun)
+	case evictions:
+		return describeEach(ctx, a, r, names, q.Evictions, q.Eviction, p.DescribeEviction)
+	case disruptionBudgets:
+		return describeEach(ctx, a, r, names, q.DisruptionBudgets, q.DisruptionBudget, p.DescribeDisruptionBudget)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/flotilla-dev/flotilla/events"
+	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/services/fleetctl/printer"
 	"github.com/flotilla-dev/flotilla/services/fleetctl/query"
 )
@@ -26,22 +27,28 @@ func parseReportOutput(s string) (printer.Output, error) {
 }
 
 func (a *app) historyCommand() *cobra.Command {
-	var output string
+	var output, namespace string
+	var skipRuns int
 	cmd := &cobra.Command{
-		Use:   "history crp NAME",
+		Use:   "history (crp NAME | rp NAME [-n NS])",
 		Short: "Show a placement's revisions, scheduling decisions and status transitions",
 		Long: `History shows, oldest first, a placement's resource snapshots (revisions: index, content
 hash, selected objects), its scheduling decisions (cluster, action, scores, reason) and the
-transitions of its conditions, as the status service recorded them.`,
+transitions of its conditions, as the status service recorded them. An External
+placement's staged update runs come a page at a time, the newest (at most 1,000, fewer
+when they update many clusters): the history says how many older runs it left out, and
+--skip-runs N shows the page after the newest N.`,
 		Example: `  fleetctl history crp web-2-crp
-  fleetctl history crp web-2-crp -o yaml`,
+  fleetctl history crp web-2-crp -o yaml
+  fleetctl history crp web-2-crp --skip-runs 1000
+  fleetctl history rp app-config -n team-a`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			r, names, err := parseTarget(args)
 			if err != nil {
 				return usageError(cmd, "%v", err)
 			}
-			if r != placements {
-				return usageError(cmd, "history is kept for placements only: fleetctl history crp NAME")
+			if r != placements && r != resourcePlacements {
+				return usageError(cmd, "history is kept for placements only: fleetctl history crp NAME, or history rp NAME -n NAMESPACE")
 			}
 			if len(names) != 1 {
 				return usageError(cmd, "name exactly one placement")
@@ -50,12 +57,19 @@ transitions of its conditions, as the status service recorded them.`,
 			if err != nil {
 				return usageError(cmd, "%v", err)
 			}
+			if skipRuns < 0 {
+				return usageError(cmd, "--skip-runs must be 0 or more, not %d", skipRuns)
+			}
 			nc, err := a.connect()
 			if err != nil {
 				return err
 			}
 			defer nc.Close()
-			h, err := a.queryClient(nc).History(cmd.Context(), names[0])
+			key := names[0]
+			if r == resourcePlacements {
+				key = api.PlacementKey(namespace, key)
+			}
+			h, err := a.queryClient(nc).History(cmd.Context(), events.HistoryQuery{Name: key, SkipRuns: skipRuns})
 			if errors.Is(err, query.ErrNotFound) {
 				return notFound(r, names[0])
 			}
@@ -66,6 +80,8 @@ transitions of its conditions, as the status service recorded them.`,
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: table, wide (full hashes), yaml or json")
+	cmd.Flags().IntVar(&skipRuns, "skip-runs", 0, "leave out the newest N staged update runs, to page back through them")
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", "default", "namespace of the resourceplacement")
 	return cmd
 }
 

@@ -13,12 +13,19 @@ type resource int
 
 const (
 	placements resource = iota + 1
+	resourcePlacements
 	members
 	clusterOverrides
 	resourceOverrides
 	stagedStrategies
 	stagedRuns
 	approvalRequests
+	evictions
+	disruptionBudgets
+	// The namespaced twins of the staged update kinds, for ResourcePlacements.
+	nsStrategies
+	nsRuns
+	nsApprovals
 )
 
 // placementNames and memberNames are the spellings kubectl accepts for
@@ -26,6 +33,7 @@ const (
 // version.group.
 var (
 	placementNames = versionedSpellings([]string{"crp", "crps"}, "clusterresourceplacement", "clusterresourceplacements", api.PlacementGroupVersion.Group, api.FleetVersions)
+	rpNames        = versionedSpellings([]string{"rp", "rps"}, "resourceplacement", "resourceplacements", api.PlacementGroupVersion.Group, api.FleetVersions)
 	memberNames    = versionedSpellings([]string{"member", "members", "mc", "mcs"}, "membercluster", "memberclusters", api.ClusterGroupVersion.Group, api.FleetVersions)
 	croNames       = versionedSpellings([]string{"cro", "cros"}, "clusterresourceoverride", "clusterresourceoverrides", api.PlacementGroupVersion.Group, api.OverrideVersions)
 	roNames        = versionedSpellings([]string{"ro", "ros"}, "resourceoverride", "resourceoverrides", api.PlacementGroupVersion.Group, api.OverrideVersions)
@@ -33,6 +41,13 @@ var (
 	strategyNames = versionedSpellings([]string{"csus"}, "clusterstagedupdatestrategy", "clusterstagedupdatestrategies", api.PlacementGroupVersion.Group, api.FleetVersions)
 	runNames      = versionedSpellings([]string{"csur"}, "clusterstagedupdaterun", "clusterstagedupdateruns", api.PlacementGroupVersion.Group, api.FleetVersions)
 	approvalNames = versionedSpellings([]string{"careq"}, "clusterapprovalrequest", "clusterapprovalrequests", api.PlacementGroupVersion.Group, api.FleetVersions)
+	// Upstream's short names of the namespaced twins: sus, sur, areq.
+	nsStrategyNames = versionedSpellings([]string{"sus"}, "stagedupdatestrategy", "stagedupdatestrategies", api.PlacementGroupVersion.Group, api.FleetVersions)
+	nsRunNames      = versionedSpellings([]string{"sur"}, "stagedupdaterun", "stagedupdateruns", api.PlacementGroupVersion.Group, api.FleetVersions)
+	nsApprovalNames = versionedSpellings([]string{"areq"}, "approvalrequest", "approvalrequests", api.PlacementGroupVersion.Group, api.FleetVersions)
+	// Upstream's short names: crpe, crpdb.
+	evictionNames = versionedSpellings([]string{"crpe"}, "clusterresourceplacementeviction", "clusterresourceplacementevictions", api.PlacementGroupVersion.Group, api.FleetVersions)
+	budgetNames   = versionedSpellings([]string{"crpdb"}, "clusterresourceplacementdisruptionbudget", "clusterresourceplacementdisruptionbudgets", api.PlacementGroupVersion.Group, api.FleetVersions)
 )
 
 // versionedSpellings accepts a kind in each of the versions Flotilla reads it in.
@@ -62,6 +77,8 @@ func parseResource(arg string) (resource, error) {
 	switch {
 	case placementNames[s]:
 		return placements, nil
+	case rpNames[s]:
+		return resourcePlacements, nil
 	case memberNames[s]:
 		return members, nil
 	case croNames[s]:
@@ -74,17 +91,31 @@ func parseResource(arg string) (resource, error) {
 		return stagedRuns, nil
 	case approvalNames[s]:
 		return approvalRequests, nil
+	case evictionNames[s]:
+		return evictions, nil
+	case budgetNames[s]:
+		return disruptionBudgets, nil
+	case nsStrategyNames[s]:
+		return nsStrategies, nil
+	case nsRunNames[s]:
+		return nsRuns, nil
+	case nsApprovalNames[s]:
+		return nsApprovals, nil
 	}
 	return 0, fmt.Errorf("the resource type %q is not known to fleetctl; use %s", arg, resourceTypes)
 }
 
 // resourceTypes lists the resource types fleetctl knows, for messages.
-const resourceTypes = "clusterresourceplacements (crp), memberclusters (members), clusterresourceoverrides (cro), resourceoverrides (ro), " +
-	"clusterstagedupdatestrategies (csus), clusterstagedupdateruns (csur) or clusterapprovalrequests (careq)"
+const resourceTypes = "clusterresourceplacements (crp), resourceplacements (rp), memberclusters (members), clusterresourceoverrides (cro), resourceoverrides (ro), " +
+	"clusterstagedupdatestrategies (csus), clusterstagedupdateruns (csur), clusterapprovalrequests (careq), " +
+	"stagedupdatestrategies (sus), stagedupdateruns (sur), approvalrequests (areq), " +
+	"clusterresourceplacementevictions (crpe) or clusterresourceplacementdisruptionbudgets (crpdb)"
 
 // display names a resource's objects as kubectl does: "clusterresourceplacement.placement.kubernetes-fleet.io".
 func (r resource) display() string {
 	switch r {
+	case resourcePlacements:
+		return "resourceplacement." + api.PlacementGroupVersion.Group
 	case members:
 		return "membercluster." + api.ClusterGroupVersion.Group
 	case clusterOverrides:
@@ -97,6 +128,16 @@ func (r resource) display() string {
 		return "clusterstagedupdaterun." + api.PlacementGroupVersion.Group
 	case approvalRequests:
 		return "clusterapprovalrequest." + api.PlacementGroupVersion.Group
+	case evictions:
+		return "clusterresourceplacementeviction." + api.PlacementGroupVersion.Group
+	case disruptionBudgets:
+		return "clusterresourceplacementdisruptionbudget." + api.PlacementGroupVersion.Group
+	case nsStrategies:
+		return "stagedupdatestrategy." + api.PlacementGroupVersion.Group
+	case nsRuns:
+		return "stagedupdaterun." + api.PlacementGroupVersion.Group
+	case nsApprovals:
+		return "approvalrequest." + api.PlacementGroupVersion.Group
 	}
 	return "clusterresourceplacement." + api.PlacementGroupVersion.Group
 }
@@ -136,4 +177,13 @@ func parseTarget(args []string) (resource, []string, error) {
 		names = append(names, name)
 	}
 	return r, names, nil
+}
+
+// namespaced reports whether r's objects live in a namespace (-n, -A).
+func (r resource) namespaced() bool {
+	switch r {
+	case resourcePlacements, resourceOverrides, nsStrategies, nsRuns, nsApprovals:
+		return true
+	}
+	return false
 }

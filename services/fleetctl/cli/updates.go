@@ -38,7 +38,11 @@ func (a *app) checkUpdates(ctx context.Context, nc *nats.Conn, items []change.It
 			case err != nil:
 				return fmt.Errorf("read the live placement %s to check the update: %w", p.Placement.Name, err)
 			}
-			object := change.ObjectName(api.PlacementGroupVersion.WithKind(api.ClusterResourcePlacementKind), p.Placement.Name)
+			ext := api.ExternalPlacement(&p.Placement)
+			object := change.ObjectName(api.PlacementGroupVersion.WithKind(ext.Kind), ext.Name)
+			if ext.Kind == "" {
+				object = change.ObjectName(api.PlacementGroupVersion.WithKind(api.ClusterResourcePlacementKind), ext.Name)
+			}
 			for _, e := range api.ValidateSpecUpdate(&live.Spec, &p.Placement.Spec) {
 				refused = append(refused, fmt.Sprintf("%s: %s: %s: %s", it.Where, object, e.Field, e.Detail))
 			}

@@ -77,7 +77,8 @@ func parseWaitFor(s string) (waitFor, error) {
 		}
 	}
 	for _, t := range placementConditions {
-		if strings.EqualFold(name, string(t)) || strings.EqualFold(conditionPrefix+name, string(t)) {
+		if strings.EqualFold(name, string(t)) || strings.EqualFold(conditionPrefix+name, string(t)) ||
+			strings.EqualFold(name, api.ResourcePlacementConditionType(string(t))) {
 			f.condition = string(t)
 			return f, nil
 		}
@@ -93,9 +94,13 @@ func parseWaitFor(s string) (waitFor, error) {
 // condition observed for an older generation does not count: it describes
 // the previous spec.
 func (f waitFor) check(crp *api.ClusterResourcePlacement) (bool, string) {
-	c := meta.FindStatusCondition(crp.Status.Conditions, f.condition)
+	condition := f.condition
+	if crp.IsResourcePlacement() {
+		condition = api.ResourcePlacementConditionType(condition)
+	}
+	c := meta.FindStatusCondition(crp.Status.Conditions, condition)
 	if c == nil {
-		return false, fmt.Sprintf("%s is not reported yet", f.condition)
+		return false, fmt.Sprintf("%s is not reported yet", condition)
 	}
 	state := fmt.Sprintf("%s is %s", c.Type, c.Status)
 	if c.Reason != "" || c.Message != "" {
@@ -112,10 +117,10 @@ func oneLine(s string) string {
 }
 
 func (a *app) waitCommand() *cobra.Command {
-	var forFlag string
+	var forFlag, namespace string
 	var timeout, interval time.Duration
 	cmd := &cobra.Command{
-		Use:   "wait crp NAME... --for=condition=Applied [--timeout=30s]",
+		Use:   "wait (crp|rp) NAME... --for=condition=Applied [--timeout=30s] [-n NS]",
 		Short: "Wait until placements reach a condition, or are deleted",
 		Long: `Wait blocks until each named placement has the condition with the wanted status (True
 by default) for its current generation, or is gone with --for=delete. Condition names may
@@ -131,8 +136,8 @@ status service has seen it). It wakes on the placement's status events and polls
 			if err != nil {
 				return usageError(cmd, "%v", err)
 			}
-			if r != placements {
-				return usageError(cmd, "wait works on placements: fleetctl wait crp NAME --for=condition=Applied")
+			if r != placements && r != resourcePlacements {
+				return usageError(cmd, "wait works on placements: fleetctl wait crp NAME --for=condition=Applied, or wait rp NAME -n NAMESPACE")
 			}
 			if len(names) == 0 {
 				return usageError(cmd, "name the placement(s) to wait for")
@@ -150,16 +155,27 @@ status service has seen it). It wakes on the placement's status events and polls
 			if interval <= 0 {
 				return usageError(cmd, "--poll-interval must be positive, not %s", interval)
 			}
-			return a.wait(cmd.Context(), names, f, timeout, interval)
+			target := waitTarget{resource: r}
+			if r == resourcePlacements {
+				target.namespace = namespace
+			}
+			return a.wait(cmd.Context(), target, names, f, timeout, interval)
 		},
 	}
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", "default", "namespace of the resourceplacements")
 	cmd.Flags().StringVar(&forFlag, "for", "", "delete, or condition=NAME[=True|False|Unknown]")
 	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "how long to wait before giving up")
 	cmd.Flags().DurationVar(&interval, "poll-interval", time.Second, "how often to ask the status service between status events")
 	return cmd
 }
 
-func (a *app) wait(ctx context.Context, names []string, f waitFor, timeout, interval time.Duration) error {
+// waitTarget is the kind of placement waited for: a ResourcePlacement has a namespace.
+type waitTarget struct {
+	resource  resource
+	namespace string
+}
+
+func (a *app) wait(ctx context.Context, target waitTarget, names []string, f waitFor, timeout, interval time.Duration) error {
 	nc, err := a.connect()
 	if err != nil {
 		return err
@@ -169,23 +185,24 @@ func (a *app) wait(ctx context.Context, names []string, f waitFor, timeout, inte
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	for _, name := range names {
-		if err := a.waitOne(ctx, nc, q, name, f, interval); err != nil {
+		if err := a.waitOne(ctx, nc, q, target, name, f, interval); err != nil {
 			return err
 		}
 		if f.deleted {
-			fmt.Fprintf(a.out, "%s/%s deleted\n", placements.display(), name)
+			fmt.Fprintf(a.out, "%s/%s deleted\n", target.resource.display(), name)
 		} else {
-			fmt.Fprintf(a.out, "%s/%s condition met\n", placements.display(), name)
+			fmt.Fprintf(a.out, "%s/%s condition met\n", target.resource.display(), name)
 		}
 	}
 	return nil
 }
 
-func (a *app) waitOne(ctx context.Context, nc *nats.Conn, q *query.Client, name string, f waitFor, interval time.Duration) error {
+func (a *app) waitOne(ctx context.Context, nc *nats.Conn, q *query.Client, target waitTarget, name string, f waitFor, interval time.Duration) error {
+	key := api.PlacementKey(target.namespace, name) // the services know a placement by its key
 	// Status events wake the loop at once; polling covers a missed event and
 	// a status service that answers but publishes nothing new.
 	wake := make(chan struct{}, 1)
-	if subject, err := events.StatusSubject(name); err == nil {
+	if subject, err := events.StatusSubject(key); err == nil {
 		sub, err := nc.Subscribe(subject, func(*nats.Msg) {
 			select {
 			case wake <- struct{}{}:
@@ -199,12 +216,12 @@ func (a *app) waitOne(ctx context.Context, nc *nats.Conn, q *query.Client, name 
 	// Right after `fleetctl apply`, the status service may still describe the
 	// previous spec, its conditions already met: wait for the spec last
 	// published on the bus.
-	latest := a.latestSpec(ctx, nc, name)
+	latest := a.latestSpec(ctx, nc, key)
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
 	current := "no answer from the status service yet"
 	for {
-		crp, err := q.Placement(ctx, name)
+		crp, err := q.Placement(ctx, key)
 		switch {
 		case errors.Is(err, query.ErrNotFound):
 			if f.deleted {
@@ -231,7 +248,7 @@ func (a *app) waitOne(ctx context.Context, nc *nats.Conn, q *query.Client, name 
 		select {
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return fmt.Errorf("timed out waiting for %s of %s/%s: %s", f, placements.display(), name, current)
+				return fmt.Errorf("timed out waiting for %s of %s/%s: %s", f, target.resource.display(), name, current)
 			}
 			return ctx.Err()
 		case <-wake:

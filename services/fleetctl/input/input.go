@@ -206,14 +206,25 @@ func Load(sources []Source) ([]Document, []Problem) {
 	return LoadIn(sources, "")
 }
 
-// LoadIn is Load with a default namespace, which a ResourceOverride that names
-// none is given before it is validated, as kubectl gives its context's
+// LoadIn is Load with a default namespace, which a ResourceOverride or a
+// ResourcePlacement that names none is given before it is validated, as kubectl gives its context's
 // namespace; "" leaves it without one.
 func LoadIn(sources []Source, namespace string) ([]Document, []Problem) {
 	docs, problems := Decode(sources)
 	for _, d := range docs {
-		if ro, ok := d.Object.(*api.ResourceOverride); ok && ro.Namespace == "" {
-			ro.Namespace = namespace
+		switch o := d.Object.(type) {
+		case *api.ResourceOverride:
+			if o.Namespace == "" {
+				o.Namespace = namespace
+			}
+		case *api.ClusterResourcePlacement:
+			if o.Kind == api.ResourcePlacementKind && o.Namespace == "" {
+				o.Namespace = namespace
+			}
+		case *api.ClusterStagedUpdateStrategy, *api.ClusterStagedUpdateRun, *api.ClusterApprovalRequest:
+			if api.ClusterStagedKind(o.GetObjectKind().GroupVersionKind().Kind) != "" && o.GetNamespace() == "" {
+				o.SetNamespace(namespace)
+			}
 		}
 		// Defaults first, as the API server would: the published object is
 		// the complete one, and Validate accepts either form.

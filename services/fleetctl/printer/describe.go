@@ -52,6 +52,9 @@ func (d describer) field(level int, key string, value any) {
 
 func (d describer) metadata(m metav1.ObjectMeta, t metav1.TypeMeta) {
 	d.field(0, "Name", m.Name)
+	if m.Namespace != "" {
+		d.field(0, "Namespace", m.Namespace) // as kubectl describe, after the name
+	}
 	d.mapField(0, "Labels", m.Labels)
 	d.mapField(0, "Annotations", m.Annotations)
 	d.field(0, "API Version", t.APIVersion)

@@ -61,9 +61,25 @@ func (p Printer) History(w io.Writer, h *events.PlacementHistory) error {
 		}
 	}
 
+	// Only placements that failed over have failover steps.
+	if len(h.Failovers) > 0 {
+		fmt.Fprintf(w, "\nFailovers: %d\n", len(h.Failovers))
+		rows := make([][]string, 0, len(h.Failovers))
+		for _, f := range h.Failovers {
+			to := f.To
+			if to == "" {
+				to = "-"
+			}
+			rows = append(rows, []string{timestamp(f.At), f.Kind, f.From, to, oneLine(f.Message)})
+		}
+		if err := p.indentedTable(w, []string{"AT", "STEP", "FROM", "TO", "MESSAGE"}, rows); err != nil {
+			return err
+		}
+	}
+
 	// Only External placements have runs: the others' history stays as it was.
-	if len(h.Runs) > 0 {
-		fmt.Fprintf(w, "\nStaged update runs: %d\n", len(h.Runs))
+	if len(h.Runs) > 0 || h.RunsSkipped > 0 {
+		fmt.Fprintf(w, "\nStaged update runs: %s\n", runsPage(h))
 		rows := make([][]string, 0, len(h.Runs))
 		for _, r := range h.Runs {
 			name, ended := r.Name, "-"
@@ -84,6 +100,22 @@ func (p Printer) History(w io.Writer, h *events.PlacementHistory) error {
 		}
 	}
 	return nil
+}
+
+// runsPage says which runs a history shows, and how to see those it leaves out.
+func runsPage(h *events.PlacementHistory) string {
+	n := len(h.Runs)
+	if h.RunsSkipped == 0 && h.RunsLeftOut == 0 {
+		return strconv.Itoa(n)
+	}
+	page := fmt.Sprintf("%d, the newest", n)
+	if h.RunsSkipped > 0 {
+		page = fmt.Sprintf("%d, after the newest %d", n, h.RunsSkipped)
+	}
+	if h.RunsLeftOut > 0 {
+		page += fmt.Sprintf("; %d older left out: fleetctl history crp %s --skip-runs %d shows the next", h.RunsLeftOut, h.Placement, h.RunsSkipped+n)
+	}
+	return page
 }
 
 // Takeovers prints takeover decisions, with the differing fields of the

@@ -47,6 +47,32 @@ func (p Printer) Placements(w io.Writer, crps []api.ClusterResourcePlacement, si
 	})
 }
 
+// ResourcePlacements prints ResourcePlacements (as the status service shows
+// them: their own kind, namespace and conditions), with a NAMESPACE column
+// when p.AllNamespaces; single as for Placements.
+func (p Printer) ResourcePlacements(w io.Writer, rps []api.ClusterResourcePlacement, single bool) error {
+	all := p.AllNamespaces
+	return printObjects(p, w, rps, single, kindInfo[api.ClusterResourcePlacement]{
+		apiVersion: api.PlacementGroupVersion.String(), kind: api.ResourcePlacementKind,
+		resource: "resourceplacement." + api.PlacementGroupVersion.Group,
+		typeMeta: func(c *api.ClusterResourcePlacement) *metav1.TypeMeta { return &c.TypeMeta },
+		name:     func(c *api.ClusterResourcePlacement) string { return c.Name },
+		sortKey:  func(c *api.ClusterResourcePlacement) string { return c.Namespace + "/" + c.Name },
+		columns: func(wide bool) []string {
+			if all {
+				return append([]string{"NAMESPACE"}, placementColumns(wide)...)
+			}
+			return placementColumns(wide)
+		},
+		row: func(c *api.ClusterResourcePlacement, now time.Time, wide bool) []string {
+			if all {
+				return append([]string{c.Namespace}, placementRow(c, now, wide)...)
+			}
+			return placementRow(c, now, wide)
+		},
+	})
+}
+
 // Members prints member clusters; single as for Placements.
 func (p Printer) Members(w io.Writer, members []api.MemberCluster, single bool) error {
 	return printObjects(p, w, members, single, kindInfo[api.MemberCluster]{
@@ -135,6 +161,10 @@ type kindInfo[T any] struct {
 	sortKey func(*T) string
 	columns func(wide bool) []string
 	row     func(obj *T, now time.Time, wide bool) []string
+	// namespace, when set, is the object's namespace: a kind with a
+	// namespaced twin (the staged update kinds) prints a NAMESPACE column
+	// with p.AllNamespaces, and sorts by namespace and name.
+	namespace func(*T) string
 }
 
 // printObjects prints objects of one kind, sorted by name, in p's format.
@@ -147,6 +177,16 @@ func printObjects[T any](p Printer, w io.Writer, objs []T, single bool, k kindIn
 	if key == nil {
 		key = k.name
 	}
+	if k.namespace != nil {
+		key = func(o *T) string { return k.namespace(o) + "/" + k.name(o) }
+		if p.AllNamespaces {
+			columns, row := k.columns, k.row
+			k.columns = func(wide bool) []string { return append([]string{"NAMESPACE"}, columns(wide)...) }
+			k.row = func(o *T, now time.Time, wide bool) []string {
+				return append([]string{k.namespace(o)}, row(o, now, wide)...)
+			}
+		}
+	}
 	slices.SortFunc(objs, func(a, b T) int { return strings.Compare(key(&a), key(&b)) })
 	switch p.Output.Format {
 	case Table, Wide:
@@ -158,7 +198,11 @@ func printObjects[T any](p Printer, w io.Writer, objs []T, single bool, k kindIn
 		return p.table(w, k.columns(wide), rows)
 	case Name:
 		for i := range objs {
-			fmt.Fprintf(w, "%s/%s\n", k.resource, k.name(&objs[i]))
+			resource := k.resource
+			if t := k.typeMeta(&objs[i]); t.Kind != k.kind && t.Kind != "" { // a namespaced twin
+				resource = strings.ToLower(t.Kind) + "." + api.PlacementGroupVersion.Group
+			}
+			fmt.Fprintf(w, "%s/%s\n", resource, k.name(&objs[i]))
 		}
 		return nil
 	}
@@ -228,7 +272,7 @@ func placementColumns(wide bool) []string {
 // a condition is not reported yet.
 func placementRow(crp *api.ClusterResourcePlacement, now time.Time, wide bool) []string {
 	status := func(t api.ClusterResourcePlacementConditionType) (string, string) {
-		c := meta.FindStatusCondition(crp.Status.Conditions, string(t))
+		c := meta.FindStatusCondition(crp.Status.Conditions, placementConditionType(crp, t))
 		if c == nil {
 			return "", ""
 		}
@@ -242,6 +286,15 @@ func placementRow(crp *api.ClusterResourcePlacement, now time.Time, wide bool) [
 		row = append(row, applied, appliedGen, string(crp.Spec.EffectivePlacementType()), strconv.Itoa(len(crp.Status.PlacementStatuses)))
 	}
 	return row
+}
+
+// placementConditionType is t as crp names it: ResourcePlacementApplied for a
+// ResourcePlacement's ClusterResourcePlacementApplied.
+func placementConditionType(crp *api.ClusterResourcePlacement, t api.ClusterResourcePlacementConditionType) string {
+	if crp.IsResourcePlacement() {
+		return api.ResourcePlacementConditionType(string(t))
+	}
+	return string(t)
 }
 
 func memberColumns(wide bool) []string {

@@ -19,9 +19,10 @@ import (
 func (p Printer) StagedUpdateStrategies(w io.Writer, ss []api.ClusterStagedUpdateStrategy, single bool) error {
 	return printObjects(p, w, ss, single, kindInfo[api.ClusterStagedUpdateStrategy]{
 		apiVersion: api.PlacementGroupVersion.String(), kind: api.ClusterStagedUpdateStrategyKind,
-		resource: "clusterstagedupdatestrategy." + api.PlacementGroupVersion.Group,
-		typeMeta: func(s *api.ClusterStagedUpdateStrategy) *metav1.TypeMeta { return &s.TypeMeta },
-		name:     func(s *api.ClusterStagedUpdateStrategy) string { return s.Name },
+		resource:  "clusterstagedupdatestrategy." + api.PlacementGroupVersion.Group,
+		typeMeta:  func(s *api.ClusterStagedUpdateStrategy) *metav1.TypeMeta { return &s.TypeMeta },
+		name:      func(s *api.ClusterStagedUpdateStrategy) string { return s.Name },
+		namespace: func(s *api.ClusterStagedUpdateStrategy) string { return s.Namespace },
 		columns: func(wide bool) []string {
 			if wide {
 				return []string{"NAME", "AGE", "STAGES"}
@@ -48,9 +49,10 @@ func (p Printer) StagedUpdateStrategies(w io.Writer, ss []api.ClusterStagedUpdat
 func (p Printer) StagedUpdateRuns(w io.Writer, rs []api.ClusterStagedUpdateRun, single bool) error {
 	return printObjects(p, w, rs, single, kindInfo[api.ClusterStagedUpdateRun]{
 		apiVersion: api.PlacementGroupVersion.String(), kind: api.ClusterStagedUpdateRunKind,
-		resource: "clusterstagedupdaterun." + api.PlacementGroupVersion.Group,
-		typeMeta: func(r *api.ClusterStagedUpdateRun) *metav1.TypeMeta { return &r.TypeMeta },
-		name:     func(r *api.ClusterStagedUpdateRun) string { return r.Name },
+		resource:  "clusterstagedupdaterun." + api.PlacementGroupVersion.Group,
+		typeMeta:  func(r *api.ClusterStagedUpdateRun) *metav1.TypeMeta { return &r.TypeMeta },
+		name:      func(r *api.ClusterStagedUpdateRun) string { return r.Name },
+		namespace: func(r *api.ClusterStagedUpdateRun) string { return r.Namespace },
 		columns: func(wide bool) []string {
 			c := []string{"NAME", "PLACEMENT", "RESOURCE-SNAPSHOT-INDEX", "POLICY-SNAPSHOT-INDEX", "INITIALIZED", "PROGRESSING", "SUCCEEDED", "AGE"}
 			if wide {
@@ -78,9 +80,10 @@ func (p Printer) StagedUpdateRuns(w io.Writer, rs []api.ClusterStagedUpdateRun, 
 func (p Printer) ApprovalRequests(w io.Writer, as []api.ClusterApprovalRequest, single bool) error {
 	return printObjects(p, w, as, single, kindInfo[api.ClusterApprovalRequest]{
 		apiVersion: api.PlacementGroupVersion.String(), kind: api.ClusterApprovalRequestKind,
-		resource: "clusterapprovalrequest." + api.PlacementGroupVersion.Group,
-		typeMeta: func(a *api.ClusterApprovalRequest) *metav1.TypeMeta { return &a.TypeMeta },
-		name:     func(a *api.ClusterApprovalRequest) string { return a.Name },
+		resource:  "clusterapprovalrequest." + api.PlacementGroupVersion.Group,
+		typeMeta:  func(a *api.ClusterApprovalRequest) *metav1.TypeMeta { return &a.TypeMeta },
+		name:      func(a *api.ClusterApprovalRequest) string { return a.Name },
+		namespace: func(a *api.ClusterApprovalRequest) string { return a.Namespace },
 		columns: func(wide bool) []string {
 			c := []string{"NAME", "UPDATE-RUN", "STAGE", "APPROVED", "AGE"}
 			if wide {
@@ -150,6 +153,9 @@ func (p Printer) DescribeStagedUpdateRun(w io.Writer, r *api.ClusterStagedUpdate
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	now := p.now()
 	fmt.Fprintf(tw, "Name:\t%s\n", r.Name)
+	if r.Namespace != "" {
+		fmt.Fprintf(tw, "Namespace:\t%s\n", r.Namespace)
+	}
 	fmt.Fprintf(tw, "Placement:\t%s\n", r.Spec.PlacementName)
 	fmt.Fprintf(tw, "Strategy:\t%s\n", r.Spec.StagedUpdateStrategyName)
 	index := r.Spec.ResourceSnapshotIndex

@@ -59,6 +59,19 @@ func (c *Client) Placements(ctx context.Context, selector string) ([]api.Cluster
 	return call[[]api.ClusterResourcePlacement](ctx, c, events.QueryListPlacements, events.ListQuery{LabelSelector: selector})
 }
 
+// ResourcePlacement returns one ResourcePlacement with its status, as the
+// user wrote it (its kind, namespace and name).
+func (c *Client) ResourcePlacement(ctx context.Context, namespace, name string) (*api.ClusterResourcePlacement, error) {
+	return c.Placement(ctx, api.PlacementKey(namespace, name))
+}
+
+// ResourcePlacements lists the ResourcePlacements of namespace (of every
+// namespace when it is empty), filtered like Placements.
+func (c *Client) ResourcePlacements(ctx context.Context, namespace, selector string) ([]api.ClusterResourcePlacement, error) {
+	return call[[]api.ClusterResourcePlacement](ctx, c, events.QueryListPlacements,
+		events.ListQuery{Kind: api.ResourcePlacementKind, Namespace: namespace, LabelSelector: selector})
+}
+
 // Member returns one member cluster with its status.
 func (c *Client) Member(ctx context.Context, name string) (*api.MemberCluster, error) {
 	m, err := call[api.MemberCluster](ctx, c, events.QueryGetMember, events.NameQuery{Name: name})
@@ -73,9 +86,10 @@ func (c *Client) Members(ctx context.Context, selector string) ([]api.MemberClus
 	return call[[]api.MemberCluster](ctx, c, events.QueryListMembers, events.ListQuery{LabelSelector: selector})
 }
 
-// History returns a placement's snapshots, decisions and status transitions.
-func (c *Client) History(ctx context.Context, name string) (*events.PlacementHistory, error) {
-	h, err := call[events.PlacementHistory](ctx, c, events.QueryHistory, events.NameQuery{Name: name})
+// History returns a placement's snapshots, decisions, status transitions and a page of
+// its staged update runs (q.SkipRuns leaves out the newest).
+func (c *Client) History(ctx context.Context, q events.HistoryQuery) (*events.PlacementHistory, error) {
+	h, err := call[events.PlacementHistory](ctx, c, events.QueryHistory, q)
 	if err != nil {
 		return nil, err
 	}
@@ -133,6 +147,38 @@ func (c *Client) ApprovalRequests(ctx context.Context, selector string) ([]api.C
 	return listStaged[api.ClusterApprovalRequest](ctx, c, api.ClusterApprovalRequestKind, selector)
 }
 
+// Eviction returns one ClusterResourcePlacementEviction with its status.
+func (c *Client) Eviction(ctx context.Context, name string) (*api.ClusterResourcePlacementEviction, error) {
+	return getDisruption[api.ClusterResourcePlacementEviction](ctx, c, api.ClusterResourcePlacementEvictionKind, name)
+}
+
+// Evictions lists the ClusterResourcePlacementEvictions, filtered like Placements.
+func (c *Client) Evictions(ctx context.Context, selector string) ([]api.ClusterResourcePlacementEviction, error) {
+	return listDisruptions[api.ClusterResourcePlacementEviction](ctx, c, api.ClusterResourcePlacementEvictionKind, selector)
+}
+
+// DisruptionBudget returns one ClusterResourcePlacementDisruptionBudget.
+func (c *Client) DisruptionBudget(ctx context.Context, name string) (*api.ClusterResourcePlacementDisruptionBudget, error) {
+	return getDisruption[api.ClusterResourcePlacementDisruptionBudget](ctx, c, api.ClusterResourcePlacementDisruptionBudgetKind, name)
+}
+
+// DisruptionBudgets lists the ClusterResourcePlacementDisruptionBudgets, filtered like Placements.
+func (c *Client) DisruptionBudgets(ctx context.Context, selector string) ([]api.ClusterResourcePlacementDisruptionBudget, error) {
+	return listDisruptions[api.ClusterResourcePlacementDisruptionBudget](ctx, c, api.ClusterResourcePlacementDisruptionBudgetKind, selector)
+}
+
+func getDisruption[T any](ctx context.Context, c *Client, kind, name string) (*T, error) {
+	o, err := call[T](ctx, c, events.QueryGetDisruption, events.DisruptionKey{Kind: kind, Name: name})
+	if err != nil {
+		return nil, err
+	}
+	return &o, nil
+}
+
+func listDisruptions[T any](ctx context.Context, c *Client, kind, selector string) ([]T, error) {
+	return call[[]T](ctx, c, events.QueryListDisruptions, events.DisruptionListQuery{Kind: kind, LabelSelector: selector})
+}
+
 func getStaged[T any](ctx context.Context, c *Client, kind, name string) (*T, error) {
 	o, err := call[T](ctx, c, events.QueryGetStagedUpdate, events.StagedUpdateKey{Kind: kind, Name: name})
 	if err != nil {
@@ -143,6 +189,44 @@ func getStaged[T any](ctx context.Context, c *Client, kind, name string) (*T, er
 
 func listStaged[T any](ctx context.Context, c *Client, kind, selector string) ([]T, error) {
 	return call[[]T](ctx, c, events.QueryListStagedUpdates, events.StagedUpdateListQuery{Kind: kind, LabelSelector: selector})
+}
+
+// The namespaced twins of the staged update kinds, for ResourcePlacements
+// (StagedUpdateStrategy, StagedUpdateRun, ApprovalRequest), as the user wrote
+// them: one by namespace and name, or those of a namespace ("": of every one).
+
+// StagedUpdateStrategyIn returns one StagedUpdateStrategy.
+func (c *Client) StagedUpdateStrategyIn(ctx context.Context, namespace, name string) (*api.ClusterStagedUpdateStrategy, error) {
+	return getStaged[api.ClusterStagedUpdateStrategy](ctx, c, api.ClusterStagedUpdateStrategyKind, api.PlacementKey(namespace, name))
+}
+
+// StagedUpdateStrategiesIn lists StagedUpdateStrategies.
+func (c *Client) StagedUpdateStrategiesIn(ctx context.Context, namespace, selector string) ([]api.ClusterStagedUpdateStrategy, error) {
+	return listStagedIn[api.ClusterStagedUpdateStrategy](ctx, c, api.StagedUpdateStrategyKind, namespace, selector)
+}
+
+// StagedUpdateRunIn returns one StagedUpdateRun with its status.
+func (c *Client) StagedUpdateRunIn(ctx context.Context, namespace, name string) (*api.ClusterStagedUpdateRun, error) {
+	return getStaged[api.ClusterStagedUpdateRun](ctx, c, api.ClusterStagedUpdateRunKind, api.PlacementKey(namespace, name))
+}
+
+// StagedUpdateRunsIn lists StagedUpdateRuns.
+func (c *Client) StagedUpdateRunsIn(ctx context.Context, namespace, selector string) ([]api.ClusterStagedUpdateRun, error) {
+	return listStagedIn[api.ClusterStagedUpdateRun](ctx, c, api.StagedUpdateRunKind, namespace, selector)
+}
+
+// ApprovalRequestIn returns one ApprovalRequest.
+func (c *Client) ApprovalRequestIn(ctx context.Context, namespace, name string) (*api.ClusterApprovalRequest, error) {
+	return getStaged[api.ClusterApprovalRequest](ctx, c, api.ClusterApprovalRequestKind, api.PlacementKey(namespace, name))
+}
+
+// ApprovalRequestsIn lists ApprovalRequests.
+func (c *Client) ApprovalRequestsIn(ctx context.Context, namespace, selector string) ([]api.ClusterApprovalRequest, error) {
+	return listStagedIn[api.ClusterApprovalRequest](ctx, c, api.ApprovalRequestKind, namespace, selector)
+}
+
+func listStagedIn[T any](ctx context.Context, c *Client, kind, namespace, selector string) ([]T, error) {
+	return call[[]T](ctx, c, events.QueryListStagedUpdates, events.StagedUpdateListQuery{Kind: kind, Namespace: namespace, LabelSelector: selector})
 }
 
 // ResourceOverride returns one ResourceOverride of a namespace.

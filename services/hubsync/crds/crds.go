@@ -1,6 +1,7 @@
 // Package crds builds the CustomResourceDefinitions of the Fleet kinds Flotilla accepts
-// (ClusterResourcePlacement and MemberCluster, the envelopes, KubeAdmiral's propagation
-// policies), with OpenAPI schemas generated from the Go types in events/api, status
+// (ClusterResourcePlacement, ResourcePlacement and MemberCluster, the envelopes, KubeAdmiral's propagation
+// policies, overrides, evictions and disruption budgets, staged update strategies and
+// runs), with OpenAPI schemas generated from the Go types in events/api, status
 // subresources, and upstream's names, short names, categories and printer columns, so
 // that kubectl shows them as it does on an upstream Fleet hub. hubsync installs them.
 package crds
@@ -44,6 +45,12 @@ func column(name, typ, path string, priority int32) apiextensionsv1.CustomResour
 	return apiextensionsv1.CustomResourceColumnDefinition{Name: name, Type: typ, JSONPath: path, Priority: priority}
 }
 
+// rpCondition is the JSONPath of a ResourcePlacement's condition field: the placement
+// condition t by its ResourcePlacement name (ResourcePlacementApplied).
+func rpCondition(t api.ClusterResourcePlacementConditionType, field string) string {
+	return condition(api.ResourcePlacementConditionType(string(t)), field)
+}
+
 var age = column("Age", "date", ".metadata.creationTimestamp", 0)
 
 // Placement, Member and the others are the kinds, in the order hubsync installs them.
@@ -62,6 +69,25 @@ var (
 			age,
 			column("Applied", "string", condition(string(api.ClusterResourcePlacementAppliedConditionType), "status"), 1),
 			column("Applied-Gen", "string", condition(string(api.ClusterResourcePlacementAppliedConditionType), "observedGeneration"), 1),
+			column("Policy", "string", ".spec.policy.placementType", 1),
+		},
+		schema: SchemaOf[api.ClusterResourcePlacement],
+	}
+	// ResourcePlacement is the namespaced placement (upstream serves it in v1beta1): the
+	// ClusterResourcePlacement's schema and columns, its conditions' ResourcePlacement names.
+	ResourcePlacement = Kind{
+		GVK:    api.PlacementGroupVersion.WithKind(api.ResourcePlacementKind),
+		Plural: "resourceplacements", Singular: "resourceplacement", Namespaced: true,
+		ShortNames: []string{"rp"}, Categories: []string{"fleet", "fleet-placement"}, Status: true,
+		Columns: []apiextensionsv1.CustomResourceColumnDefinition{
+			column("Gen", "string", ".metadata.generation", 0),
+			column("Scheduled", "string", rpCondition(api.ClusterResourcePlacementScheduledConditionType, "status"), 0),
+			column("Scheduled-Gen", "string", rpCondition(api.ClusterResourcePlacementScheduledConditionType, "observedGeneration"), 0),
+			column("Available", "string", rpCondition(api.ClusterResourcePlacementAvailableConditionType, "status"), 0),
+			column("Available-Gen", "string", rpCondition(api.ClusterResourcePlacementAvailableConditionType, "observedGeneration"), 0),
+			age,
+			column("Applied", "string", rpCondition(api.ClusterResourcePlacementAppliedConditionType, "status"), 1),
+			column("Applied-Gen", "string", rpCondition(api.ClusterResourcePlacementAppliedConditionType, "observedGeneration"), 1),
 			column("Policy", "string", ".spec.policy.placementType", 1),
 		},
 		schema: SchemaOf[api.ClusterResourcePlacement],
@@ -107,8 +133,77 @@ var (
 	}
 )
 
+// Overrides, evictions and disruption budgets, with upstream's names, short names and
+// columns. Upstream serves overrides in several versions; the hub serves them in
+// v1beta1, the version Flotilla's placements are in.
+var (
+	ClusterOverride = Kind{
+		GVK:    api.PlacementGroupVersion.WithKind(api.ClusterResourceOverrideKind),
+		Plural: "clusterresourceoverrides", Singular: "clusterresourceoverride",
+		Categories: []string{"fleet", "fleet-placement"}, Columns: []apiextensionsv1.CustomResourceColumnDefinition{age},
+		schema: overrideSchema[api.ClusterResourceOverride],
+	}
+	Override = Kind{
+		GVK:    api.PlacementGroupVersion.WithKind(api.ResourceOverrideKind),
+		Plural: "resourceoverrides", Singular: "resourceoverride", Namespaced: true,
+		Categories: []string{"fleet", "fleet-placement"}, Columns: []apiextensionsv1.CustomResourceColumnDefinition{age},
+		schema: overrideSchema[api.ResourceOverride],
+	}
+	Eviction = Kind{
+		GVK:    api.PlacementGroupVersion.WithKind(api.ClusterResourcePlacementEvictionKind),
+		Plural: "clusterresourceplacementevictions", Singular: "clusterresourceplacementeviction",
+		ShortNames: []string{"crpe"}, Categories: []string{"fleet", "fleet-placement"}, Status: true,
+		Columns: []apiextensionsv1.CustomResourceColumnDefinition{
+			column("Valid", "string", condition(api.EvictionConditionValid, "status"), 0),
+			column("Executed", "string", condition(api.EvictionConditionExecuted, "status"), 0),
+			age,
+		},
+		schema: SchemaOf[api.ClusterResourcePlacementEviction],
+	}
+	DisruptionBudget = Kind{
+		GVK:    api.PlacementGroupVersion.WithKind(api.ClusterResourcePlacementDisruptionBudgetKind),
+		Plural: "clusterresourceplacementdisruptionbudgets", Singular: "clusterresourceplacementdisruptionbudget",
+		ShortNames: []string{"crpdb"}, Categories: []string{"fleet", "fleet-placement"},
+		Columns: []apiextensionsv1.CustomResourceColumnDefinition{
+			column("Max-Unavailable", "string", ".spec.maxUnavailable", 0),
+			column("Min-Available", "string", ".spec.minAvailable", 0),
+			age,
+		},
+		schema: SchemaOf[api.ClusterResourcePlacementDisruptionBudget],
+	}
+)
+
+// Staged updates: strategies and runs (a run's status is the rollout's, written back).
+// Approval requests are the rollout's to create; they stay off the hub (fleetctl approve).
+var (
+	StagedUpdateStrategy = Kind{
+		GVK:    api.PlacementGroupVersion.WithKind(api.ClusterStagedUpdateStrategyKind),
+		Plural: "clusterstagedupdatestrategies", Singular: "clusterstagedupdatestrategy",
+		ShortNames: []string{"csus"}, Categories: []string{"fleet", "fleet-placement"},
+		Columns: []apiextensionsv1.CustomResourceColumnDefinition{age},
+		schema:  SchemaOf[api.ClusterStagedUpdateStrategy],
+	}
+	StagedUpdateRun = Kind{
+		GVK:    api.PlacementGroupVersion.WithKind(api.ClusterStagedUpdateRunKind),
+		Plural: "clusterstagedupdateruns", Singular: "clusterstagedupdaterun",
+		ShortNames: []string{"csur"}, Categories: []string{"fleet", "fleet-placement"}, Status: true,
+		Columns: []apiextensionsv1.CustomResourceColumnDefinition{
+			column("Placement", "string", ".spec.placementName", 0),
+			column("Resource-Snapshot-Index", "string", ".spec.resourceSnapshotIndex", 0),
+			column("Policy-Snapshot-Index", "string", ".status.policySnapshotIndexUsed", 0),
+			column("Initialized", "string", condition(api.UpdateRunConditionInitialized, "status"), 0),
+			column("Progressing", "string", condition(api.UpdateRunConditionProgressing, "status"), 0),
+			column("Succeeded", "string", condition(api.UpdateRunConditionSucceeded, "status"), 0),
+			age,
+			column("Strategy", "string", ".spec.stagedRolloutStrategyName", 1),
+		},
+		schema: SchemaOf[api.ClusterStagedUpdateRun],
+	}
+)
+
 // Kinds are every kind hubsync installs.
-var Kinds = []Kind{Placement, Member, ClusterEnvelope, Envelope, PropagationPolicy, ClusterPropagationPolicy}
+var Kinds = []Kind{Placement, ResourcePlacement, Member, ClusterEnvelope, Envelope, PropagationPolicy, ClusterPropagationPolicy,
+	ClusterOverride, Override, Eviction, DisruptionBudget, StagedUpdateStrategy, StagedUpdateRun}
 
 // FieldManager owns what hubsync writes on the hub.
 const FieldManager = "flotilla-hubsync"

@@ -24,6 +24,44 @@ var (
 	typeMeta      = reflect.TypeFor[metav1.TypeMeta]()
 )
 
+// overrideSchema is an override's schema: a JSON patch's value is any JSON (a string, a
+// number, an object), as upstream's apiextensions JSON is, not the object an embedded
+// manifest is.
+func overrideSchema[T any]() (*apiextensionsv1.JSONSchemaProps, error) {
+	s, err := SchemaOf[T]()
+	if err != nil {
+		return nil, err
+	}
+	anyJSON := apiextensionsv1.JSONSchemaProps{XPreserveUnknownFields: ptr(true)}
+	if err := setAt(s, anyJSON, "spec", "policy", "overrideRules", "[]", "jsonPatchOverrides", "[]", "value"); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// setAt replaces the schema at path ("[]" steps into a list's items).
+func setAt(s *apiextensionsv1.JSONSchemaProps, v apiextensionsv1.JSONSchemaProps, path ...string) error {
+	if len(path) == 0 {
+		*s = v
+		return nil
+	}
+	if path[0] == "[]" {
+		if s.Items == nil || s.Items.Schema == nil {
+			return fmt.Errorf("no list at %s", strings.Join(path, "."))
+		}
+		return setAt(s.Items.Schema, v, path[1:]...)
+	}
+	child, ok := s.Properties[path[0]]
+	if !ok {
+		return fmt.Errorf("no field %s", strings.Join(path, "."))
+	}
+	if err := setAt(&child, v, path[1:]...); err != nil {
+		return err
+	}
+	s.Properties[path[0]] = child
+	return nil
+}
+
 // maxDepth guards against a recursive type, which a structural schema cannot express.
 const maxDepth = 32
 

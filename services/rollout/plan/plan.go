@@ -33,7 +33,27 @@ type Cluster struct {
 	Failed bool
 	// Gone: the member left the fleet; its readiness no longer counts.
 	Gone bool
+	// Release says how an unscheduled holder a failover or failback left is
+	// removed: make-before-break (see Release).
+	Release Release
 }
+
+// Release is how a holder that failover or failback moved the placement away
+// from is removed.
+type Release uint8
+
+const (
+	// ReleaseNormal: an ordinary removal, within maxUnavailable.
+	ReleaseNormal Release = iota
+	// ReleaseWhenAvailable: the holder is removed only once every scheduled
+	// cluster holds the current work and is available. It does not count
+	// against maxSurge (the placement surges onto its replacement).
+	ReleaseWhenAvailable
+	// ReleaseWhenBack: the holder is down; it is not removed (a tombstone would
+	// be applied the moment it reconnects) and its readiness does not count. The
+	// scheduler turns it into ReleaseWhenAvailable once it is back.
+	ReleaseWhenBack
+)
 
 // Strategy is the placement's rollout strategy.
 type Strategy struct {
@@ -114,6 +134,9 @@ type decision struct {
 	external bool
 	released map[string]bool
 	budget   int
+	// releasedRemoved counts the removals of released holders, which tally
+	// does not count as holders.
+	releasedRemoved int
 }
 
 // tally counts the scheduled clusters, the holders and the holders that are
@@ -123,7 +146,10 @@ func tally(clusters []Cluster) (scheduled, holders, available int) {
 		if c.Scheduled {
 			scheduled++
 		}
-		if c.Holds {
+		if c.Holds && c.Release == ReleaseNormal {
+			// A holder failover released is not counted: the placement surges
+			// onto its replacement, and the released copy goes once that is
+			// available.
 			holders++
 			if c.Ready && !c.Gone {
 				available++
@@ -140,6 +166,13 @@ func (d *decision) remove() {
 			continue
 		}
 		switch {
+		case c.Release == ReleaseWhenBack:
+			d.Waiting[c.Name] = "the cluster is lost: its copy is removed once it is back and the placement is available on the clusters chosen instead"
+		case c.Release == ReleaseWhenAvailable && !d.allAvailable():
+			d.Waiting[c.Name] = "make-before-break: the copy is removed once the placement is available on every chosen cluster"
+		case c.Release == ReleaseWhenAvailable:
+			d.Remove = append(d.Remove, c.Name)
+			d.releasedRemoved++
 		case c.Gone || !c.Ready:
 			d.Remove = append(d.Remove, c.Name) // already unavailable: free
 		case d.budget > 0:
@@ -150,6 +183,17 @@ func (d *decision) remove() {
 				d.MaxUnavailable, d.target)
 		}
 	}
+}
+
+// allAvailable reports whether every scheduled cluster holds the current work
+// and is available.
+func (d *decision) allAvailable() bool {
+	for _, c := range d.clusters {
+		if c.Scheduled && (!c.Holds || !c.Current || !c.Ready || c.Gone) {
+			return false
+		}
+	}
+	return true
 }
 
 // update plans the in-place updates of scheduled holders and returns those
@@ -180,7 +224,7 @@ func (d *decision) update() (blocked []string) {
 
 // add plans the additions of scheduled clusters, within the surge bound.
 func (d *decision) add(holders int) {
-	slots := d.target + d.MaxSurge - (holders - len(d.Remove))
+	slots := d.target + d.MaxSurge - (holders - (len(d.Remove) - d.releasedRemoved))
 	for _, c := range d.clusters {
 		if !c.Scheduled || c.Holds {
 			continue
@@ -195,7 +239,7 @@ func (d *decision) add(holders int) {
 			d.Add = append(d.Add, c.Name)
 		default:
 			d.Waiting[c.Name] = fmt.Sprintf("waiting for clusters the placement is leaving to be cleaned up: maxSurge %d allows at most %d cluster(s) to hold the placement and %d do",
-				d.MaxSurge, d.target+d.MaxSurge, holders-len(d.Remove)+len(d.Add))
+				d.MaxSurge, d.target+d.MaxSurge, holders-(len(d.Remove)-d.releasedRemoved)+len(d.Add))
 		}
 	}
 }

@@ -140,32 +140,56 @@ func (e *InvalidError) Error() string {
 // Selectors that cannot work (a namespaced kind selected directly, a label
 // selector that does not parse) give an *InvalidError listing every problem;
 // store failures are returned as they are.
-func Select(ctx context.Context, selectors []api.ClusterResourceSelector, store Store) ([]Object, error) {
+//
+// namespace is a ResourcePlacement's namespace, "" for a
+// ClusterResourcePlacement: a ResourcePlacement's selectors select namespaced
+// objects of its namespace only, and a cluster-scoped kind is a problem.
+func Select(ctx context.Context, namespace string, selectors []api.ClusterResourceSelector, store Store) ([]Object, error) {
+	out, _, err := SelectEach(ctx, namespace, selectors, store)
+	return out, err
+}
+
+// SelectEach is Select, and also says which selectors (by index) picked
+// nothing: a placement whose every selector already picks something can have
+// its first snapshot cut without waiting for more of its objects to arrive.
+func SelectEach(ctx context.Context, namespace string, selectors []api.ClusterResourceSelector, store Store) (objects []Object, unmatched []int, err error) {
 	picked := map[string]Object{}
 	var problems []string
 	within := withinNamespace(selectors)
 	for i, s := range selectors {
-		objs, problem, err := selectOne(ctx, s, within, store)
+		var (
+			objs    []Object
+			problem string
+			err     error
+		)
+		if namespace != "" {
+			objs, problem, err = selectInPlacementNamespace(ctx, s, namespace, store)
+		} else {
+			objs, problem, err = selectOne(ctx, s, within, store)
+		}
 		if err != nil {
-			return nil, fmt.Errorf("resource selector %d: %w", i, err)
+			return nil, nil, fmt.Errorf("resource selector %d: %w", i, err)
 		}
 		if problem != "" {
 			problems = append(problems, fmt.Sprintf("resourceSelectors[%d] (%s): %s", i, describe(s), problem))
 			continue
+		}
+		if len(objs) == 0 {
+			unmatched = append(unmatched, i)
 		}
 		for _, o := range objs {
 			picked[Key(o.ID)] = o
 		}
 	}
 	if len(problems) > 0 {
-		return nil, &InvalidError{Problems: problems}
+		return nil, nil, &InvalidError{Problems: problems}
 	}
 	out := make([]Object, 0, len(picked))
 	for _, o := range picked {
 		out = append(out, o)
 	}
 	slices.SortFunc(out, func(a, b Object) int { return cmp.Compare(Key(a.ID), Key(b.ID)) })
-	return out, nil
+	return out, unmatched, nil
 }
 
 // withinNamespace is the namespace a NamespaceWithResourceSelectors selector
@@ -270,6 +294,28 @@ func selectWithin(ctx context.Context, s api.ClusterResourceSelector, namespace 
 			continue
 		}
 		if match.Matches(labels.Set(o.Labels)) {
+			out = append(out, o)
+		}
+	}
+	return out, "", nil
+}
+
+// selectInPlacementNamespace applies one selector of a ResourcePlacement: the
+// objects of its kind in the placement's namespace.
+func selectInPlacementNamespace(ctx context.Context, s api.ClusterResourceSelector, namespace string, store Store) ([]Object, string, error) {
+	if s.Name != "" && s.LabelSelector != nil {
+		return nil, "set either name or labelSelector, not both", nil
+	}
+	if scope, known := KnownScope(s.Group, s.Kind); known && scope == ClusterScoped {
+		return nil, fmt.Sprintf("%s is a cluster-scoped kind; a ResourcePlacement selects namespaced resources of its namespace %q: select it with a ClusterResourcePlacement", s.Kind, namespace), nil
+	}
+	objs, problem, err := selectWithin(ctx, s, namespace, store)
+	if problem != "" || err != nil {
+		return nil, problem, err
+	}
+	out := objs[:0]
+	for _, o := range objs {
+		if o.ID.Namespace == namespace { // selectWithin keeps cluster-scoped objects
 			out = append(out, o)
 		}
 	}

@@ -97,10 +97,10 @@ func FuzzSelect(f *testing.F) {
 		store := fuzzStore(t, hub)
 		selectors := fuzzSelectors(selectorData)
 		ctx := context.Background()
-		got, err := selection.Select(ctx, selectors, store)
+		got, err := selection.Select(ctx, "", selectors, store)
 		reversed := slices.Clone(store)
 		slices.Reverse(reversed)
-		again, err2 := selection.Select(ctx, selectors, reversed)
+		again, err2 := selection.Select(ctx, "", selectors, reversed)
 		if fmt.Sprint(err) != fmt.Sprint(err2) || keysOf(got) != keysOf(again) {
 			t.Fatalf("the store's order matters: %s, %v; reversed %s, %v", keysOf(got), err, keysOf(again), err2)
 		}

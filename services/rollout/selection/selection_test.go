@@ -150,7 +150,7 @@ func TestSelect(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := selection.Select(t.Context(), tt.selectors, hub(t))
+			got, err := selection.Select(t.Context(), "", tt.selectors, hub(t))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -186,7 +186,7 @@ func TestSelectInvalid(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := selection.Select(t.Context(), tt.selectors, hub(t))
+			_, err := selection.Select(t.Context(), "", tt.selectors, hub(t))
 			var invalid *selection.InvalidError
 			if !errors.As(err, &invalid) {
 				t.Fatalf("Select returned %v, want an *InvalidError", err)
@@ -252,7 +252,7 @@ func TestSelectNamespaceAware(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := selection.Select(t.Context(), tt.selectors, store)
+			got, err := selection.Select(t.Context(), "", tt.selectors, store)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -267,7 +267,7 @@ func TestSelectNamespaceAware(t *testing.T) {
 	plain := inNamespace("apps", "v1", "Deployment")
 	delete(plain.LabelSelector.MatchLabels, selection.NamespaceLabel)
 	var invalid *selection.InvalidError
-	if _, err := selection.Select(t.Context(), []api.ClusterResourceSelector{plain}, store); !errors.As(err, &invalid) {
+	if _, err := selection.Select(t.Context(), "", []api.ClusterResourceSelector{plain}, store); !errors.As(err, &invalid) {
 		t.Errorf("a selector of Deployments without %s: %v, want an *InvalidError", selection.NamespaceLabel, err)
 	}
 }
@@ -313,5 +313,29 @@ func TestMayConcern(t *testing.T) {
 				t.Errorf("MayConcern = %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+func TestSelectEachNamesTheSelectorsThatPickNothing(t *testing.T) {
+	selectors := []api.ClusterResourceSelector{
+		{Version: "v1", Kind: "Namespace", Name: "web-3"},
+		{Version: "v1", Kind: "Namespace", Name: "not-yet"},
+		{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole",
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "none"}}},
+		{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole", Name: "reader"},
+	}
+	objs, unmatched, err := selection.SelectEach(t.Context(), "", selectors, hub(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{1, 2}; !slices.Equal(unmatched, want) {
+		t.Errorf("unmatched %v, want %v", unmatched, want)
+	}
+	want := []string{"/v1/Namespace//web-3", "apps/v1/Deployment/web-3/api", "rbac.authorization.k8s.io/v1/ClusterRole//reader"}
+	if got := keys(objs); !slices.Equal(got, want) {
+		t.Errorf("selected %v, want %v (what the others pick, as Select)", got, want)
+	}
+	if _, unmatched, _ := selection.SelectEach(t.Context(), "", selectors[:1], hub(t)); unmatched != nil {
+		t.Errorf("unmatched %v, want none", unmatched)
 	}
 }

@@ -60,6 +60,12 @@ type MemberSpec struct {
 	LastHeartbeat time.Time
 	// HeartbeatPeriod is how often the member reports; zero means DefaultHeartbeatPeriod.
 	HeartbeatPeriod time.Duration
+	// Unreachable: the member's latest heartbeat says its API server could not
+	// be reached. It keeps what it holds but is not chosen anew.
+	Unreachable bool
+	// Namespaces are the member's namespaces as its heartbeats report them
+	// (api.MemberClusterStatus.Namespaces); nil when it reports none.
+	Namespaces map[string]string
 }
 
 // Member is a member cluster prepared for scheduling: labels include the
@@ -242,4 +248,16 @@ func (s *MemberSet) Without(name string) *MemberSet {
 		}
 	}
 	return NewMemberSet(list...)
+}
+
+// NamespaceReason says why m cannot take a ResourcePlacement of namespace ns:
+// the zero Reason when m reports the namespace.
+func (m *Member) NamespaceReason(ns string) Reason {
+	switch _, ok := m.Namespaces[ns]; {
+	case ok:
+		return Reason{}
+	case m.Namespaces == nil:
+		return Reason{Code: ReasonNamespaceNotFound, Message: "the cluster reports no namespaces, so it cannot take a ResourcePlacement"}
+	}
+	return Reason{Code: ReasonNamespaceNotFound, Message: fmt.Sprintf("the cluster does not have the namespace %q of the ResourcePlacement", ns)}
 }

@@ -34,6 +34,9 @@ type Policy struct {
 	// Key identifies the policy apart from numberOfClusters: decisions made
 	// under one key are sticky, a new key re-evaluates them.
 	Key string
+	// Namespace is a ResourcePlacement's namespace, which a cluster must have
+	// to be chosen; "" for a ClusterResourcePlacement.
+	Namespace string
 }
 
 // Term is one cluster selector term: its label selector and property

@@ -13,6 +13,14 @@ const (
 	ReasonAffinityMismatch  ReasonCode = "AffinityMismatch"
 	ReasonTaintNotTolerated ReasonCode = "TaintNotTolerated"
 	ReasonTopologySpread    ReasonCode = "TopologySpreadViolated"
+	// ReasonUnreachable: the member's heartbeats say its API server is unreachable.
+	ReasonUnreachable ReasonCode = "ClusterUnreachable"
+	// ReasonLost: the member has been down longer than the placement's failover
+	// grace period; failover moved the placement away from it.
+	ReasonLost ReasonCode = "ClusterLost"
+	// ReasonNamespaceNotFound: a ResourcePlacement's namespace is not among
+	// those the member reports.
+	ReasonNamespaceNotFound ReasonCode = "NamespaceNotFound"
 )
 
 // Reasons a cluster is not chosen or removed that are not rejections.
@@ -45,7 +53,8 @@ func (r Reason) String() string { return r.Message }
 func (c ReasonCode) Rejection() bool {
 	switch c {
 	case ReasonNotFound, ReasonNotJoined, ReasonLeaving, ReasonHeartbeatMissed,
-		ReasonAffinityMismatch, ReasonTaintNotTolerated, ReasonTopologySpread:
+		ReasonAffinityMismatch, ReasonTaintNotTolerated, ReasonTopologySpread, ReasonUnreachable, ReasonLost,
+		ReasonNamespaceNotFound:
 		return true
 	}
 	return false
@@ -77,6 +86,12 @@ func (c ReasonCode) Summary(n int) string {
 		return pick("is tainted", "are tainted")
 	case ReasonTopologySpread:
 		return "would violate topology spread constraints"
+	case ReasonUnreachable:
+		return pick("is unreachable", "are unreachable")
+	case ReasonLost:
+		return pick("is lost", "are lost")
+	case ReasonNamespaceNotFound:
+		return pick("does not have the namespace", "do not have the namespace")
 	}
 	return string(c)
 }
@@ -84,5 +99,6 @@ func (c ReasonCode) Summary(n int) string {
 // RejectionCodes lists the rejection codes in summary order.
 var RejectionCodes = []ReasonCode{
 	ReasonNotFound, ReasonNotJoined, ReasonLeaving, ReasonHeartbeatMissed,
-	ReasonAffinityMismatch, ReasonTaintNotTolerated, ReasonTopologySpread,
+	ReasonAffinityMismatch, ReasonTaintNotTolerated, ReasonTopologySpread, ReasonUnreachable, ReasonLost,
+	ReasonNamespaceNotFound,
 }

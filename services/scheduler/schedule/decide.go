@@ -45,13 +45,19 @@ func Decide(policy *framework.Policy, members *framework.MemberSet, previous *De
 // Decide places policy over members at now. previous is the placement's last
 // decision, or nil for a new placement; it is not modified.
 func (s *Scheduler) Decide(policy *framework.Policy, members *framework.MemberSet, previous *Decision, now time.Time) *Decision {
+	return s.decide(policy, members, previous, now, nil)
+}
+
+// decide is Decide with the clusters in excluded not chosen anew, each for its reason.
+func (s *Scheduler) decide(policy *framework.Policy, members *framework.MemberSet, previous *Decision, now time.Time, excluded map[string]framework.Reason) *Decision {
 	r := &run{
-		s:      s,
-		p:      policy,
-		cy:     framework.NewCycle(policy, members, now),
-		prev:   previous,
-		sticky: previous != nil && previous.PolicyKey == policy.Key && previous.Type == policy.Type,
-		out:    make([]outcome, members.Len()),
+		excluded: excluded,
+		s:        s,
+		p:        policy,
+		cy:       framework.NewCycle(policy, members, now),
+		prev:     previous,
+		sticky:   previous != nil && previous.PolicyKey == policy.Key && previous.Type == policy.Type,
+		out:      make([]outcome, members.Len()),
 	}
 	r.reasons = append(r.reasons, framework.Reason{}) // index 0: no reason
 	r.collectHeld()
@@ -113,15 +119,18 @@ type run struct {
 	// PickFixed names that are not members.
 	gone    []Unchosen
 	missing []Unchosen
+	// excluded are clusters failover keeps from being chosen anew (lost ones).
+	excluded map[string]framework.Reason
 }
 
 var (
-	reasonLeft      = framework.Reason{Code: framework.ReasonLeft, Message: "the cluster is no longer a member of the fleet"}
-	reasonGoneAway  = framework.Reason{Code: framework.ReasonNotJoined, Message: "the cluster is no longer joined to the fleet"}
-	reasonLeaving   = framework.Reason{Code: framework.ReasonLeaving, Message: "the cluster is leaving the fleet"}
-	reasonNotFound  = framework.Reason{Code: framework.ReasonNotFound, Message: "no member cluster has this name"}
-	reasonNotNamed  = framework.Reason{Code: framework.ReasonNotInClusterNames, Message: "the policy no longer names the cluster"}
-	reasonScaleDown = framework.Reason{Code: framework.ReasonScaledDown, Message: "numberOfClusters was lowered and the cluster scored lowest"}
+	reasonLeft        = framework.Reason{Code: framework.ReasonLeft, Message: "the cluster is no longer a member of the fleet"}
+	reasonGoneAway    = framework.Reason{Code: framework.ReasonNotJoined, Message: "the cluster is no longer joined to the fleet"}
+	reasonLeaving     = framework.Reason{Code: framework.ReasonLeaving, Message: "the cluster is leaving the fleet"}
+	reasonNotFound    = framework.Reason{Code: framework.ReasonNotFound, Message: "no member cluster has this name"}
+	reasonNotNamed    = framework.Reason{Code: framework.ReasonNotInClusterNames, Message: "the policy no longer names the cluster"}
+	reasonScaleDown   = framework.Reason{Code: framework.ReasonScaledDown, Message: "numberOfClusters was lowered and the cluster scored lowest"}
+	reasonUnreachable = framework.Reason{Code: framework.ReasonUnreachable, Message: "the cluster's heartbeats say its API server is unreachable"}
 )
 
 // collectHeld marks the previously chosen clusters: kept (with their recorded
@@ -141,6 +150,10 @@ func (r *run) collectHeld() {
 			r.remove(m.Index(), reasonGoneAway)
 		case m.Leaving:
 			r.remove(m.Index(), reasonLeaving)
+		case r.p.Namespace != "" && m.NamespaceReason(r.p.Namespace).Rejected():
+			// Unlike affinity, not ignored during execution: without its
+			// namespace the cluster cannot hold a ResourcePlacement's objects.
+			r.remove(m.Index(), m.NamespaceReason(r.p.Namespace))
 		default:
 			r.out[m.Index()] = outcome{kind: chosen, kept: true, scores: c.Scores}
 			r.cy.MarkHeld(m)
@@ -177,6 +190,12 @@ func (r *run) reason(reason framework.Reason) int32 {
 
 // filter runs the filter plugins; the first rejection wins.
 func (r *run) filter(m *framework.Member) framework.Reason {
+	if reason, ok := r.excluded[m.Name]; ok {
+		return reason
+	}
+	if m.Unreachable {
+		return reasonUnreachable
+	}
 	for _, f := range r.filters {
 		if reason := f.Filter(m); reason.Rejected() {
 			return reason

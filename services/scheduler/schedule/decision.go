@@ -30,6 +30,8 @@ type Chosen struct {
 	Cluster string `json:"cluster"`
 	Action  Action `json:"action"`
 	Scores  Scores `json:"scores"`
+	// Failover says what failover did on the cluster, if anything.
+	Failover *Note `json:"failover,omitempty"`
 }
 
 // Message is the per-cluster Scheduled condition message, as in Fleet.
@@ -60,6 +62,13 @@ type Decision struct {
 	// number of names for PickFixed, and the number chosen for PickAll.
 	Needed    int  `json:"needed"`
 	Fulfilled bool `json:"fulfilled"`
+	// Released are the clusters failover or failback moved the placement away
+	// from whose copies go make-before-break; Moves are the failovers a
+	// failback may undo (see DecideFailover).
+	Released []Released `json:"released,omitempty"`
+	Moves    []Move     `json:"moves,omitempty"`
+	// Steps is what failover did in this decision, for the history.
+	Steps []Step `json:"-"`
 }
 
 // Found is how many clusters were chosen.
@@ -150,12 +159,29 @@ func (d *Decision) Changed(prev *Decision) bool {
 	}
 	for i, c := range d.Chosen {
 		p := prev.Chosen[i]
-		if c.Cluster != p.Cluster || c.Scores != p.Scores {
+		if c.Cluster != p.Cluster || c.Scores != p.Scores || !equalNotes(c.Failover, p.Failover) {
 			return true
 		}
 	}
+	if !slices.Equal(d.Released, prev.Released) || !slices.Equal(d.Moves, prev.Moves) {
+		return true
+	}
 	if !d.Fulfilled && d.UnfulfilledMessage() != prev.UnfulfilledMessage() {
 		return true
+	}
+	return false
+}
+
+func equalNotes(a, b *Note) bool {
+	return (a == nil) == (b == nil) && (a == nil || *a == *b)
+}
+
+// holds reports whether d chose cluster.
+func (d *Decision) holds(cluster string) bool {
+	for _, c := range d.chosenOrNil() {
+		if c.Cluster == cluster {
+			return true
+		}
 	}
 	return false
 }

@@ -276,5 +276,6 @@ func MemberSpecFrom(mc *api.MemberCluster) framework.MemberSpec {
 		props[string(name)] = v.Value
 	}
 	spec.Properties = props
+	spec.Namespaces = mc.Status.Namespaces
 	return spec
 }

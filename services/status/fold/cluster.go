@@ -109,6 +109,7 @@ func (f *folder) cluster(c events.ClusterDecision, prev *api.ResourcePlacementSt
 	cf.add(api.PerClusterScheduledConditionType, metav1.ConditionTrue, api.ScheduleSucceededReason,
 		api.ScheduledMessage(c.Cluster, c.AffinityScore, c.TopologySpreadScore))
 	cf.rest(c.Cluster)
+	cf.failover(c)
 	f.overridden = f.overridden || cf.overrides
 	return cf.rps, cf.reached
 }

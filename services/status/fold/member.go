@@ -175,6 +175,7 @@ func Member(m *MemberInputs, now time.Time) api.MemberCluster {
 	if hb := m.Heartbeat; hb != nil {
 		mc.Status.Properties = hb.Properties
 		mc.Status.ResourceUsage = hb.ResourceUsage
+		mc.Status.Namespaces = hb.Namespaces
 		mc.Status.AgentStatus = []api.AgentStatus{{
 			Type:                  MemberAgentType,
 			Conditions:            mc.Status.Conditions,

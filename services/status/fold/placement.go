@@ -1,6 +1,7 @@
 package fold
 
 import (
+	"slices"
 	"strconv"
 	"time"
 
@@ -33,6 +34,25 @@ const InvalidSelectorsMessage = "the placement's resource selectors are invalid"
 // while its status stays the same. now stamps those that changed. The
 // placement must be known (in.Placement not nil).
 func Status(in *Inputs, prev api.PlacementStatus, now time.Time) api.PlacementStatus {
+	st, _ := status(in, prev, now, nil)
+	return st
+}
+
+// Refold is Status when only the apply reports or quarantined work of the
+// clusters in changed differ from the inputs prev was folded from: it folds
+// those clusters again and keeps prev's entry of every other chosen cluster
+// (a fold of unchanged inputs gives the same entry), so it reads no other
+// cluster's report, and counts the placement-level conditions from the
+// entries. ok is false when prev cannot have been folded from these inputs
+// (a chosen cluster not in changed has no entry there, or one of another
+// generation): fold with Status then, every report at hand.
+func Refold(in *Inputs, prev api.PlacementStatus, changed map[string]bool, now time.Time) (st api.PlacementStatus, ok bool) {
+	return status(in, prev, now, func(cluster string) bool { return !changed[cluster] })
+}
+
+// status is Status, keeping prev's entry of the chosen clusters keep says
+// (none when keep is nil); ok is false when one of them has no usable entry.
+func status(in *Inputs, prev api.PlacementStatus, now time.Time, keep func(cluster string) bool) (api.PlacementStatus, bool) {
 	f := folder{in: in, gen: in.Generation(), at: metav1.NewTime(now.UTC().Truncate(time.Second))}
 	var st api.PlacementStatus
 	if in.Snapshot != nil {
@@ -47,19 +67,23 @@ func Status(in *Inputs, prev api.PlacementStatus, now time.Time) api.PlacementSt
 			Type:   string(api.ClusterResourcePlacementScheduledConditionType),
 			Status: metav1.ConditionFalse, Reason: api.InvalidResourceSelectorsReason, Message: msg,
 		})}
-		return st
+		return st, true
 	}
 
 	scheduled := f.scheduledCondition()
 	st.Conditions = []metav1.Condition{f.carry(prev.Conditions, scheduled)}
 	if scheduled.Status == metav1.ConditionUnknown {
-		return st
+		return st, true
 	}
 
 	prevClusters := map[string]*api.ResourcePlacementStatus{}
+	prevChosen := map[string]*api.ResourcePlacementStatus{}
 	for i := range prev.PlacementStatuses {
 		p := &prev.PlacementStatuses[i]
 		prevClusters[p.ClusterName] = p
+		if _, seen := prevChosen[p.ClusterName]; !seen && wasChosen(p) {
+			prevChosen[p.ClusterName] = p
+		}
 	}
 	chain := f.chain()
 	counts := make([]map[metav1.ConditionStatus]int, len(chain))
@@ -68,7 +92,19 @@ func Status(in *Inputs, prev api.PlacementStatus, now time.Time) api.PlacementSt
 	}
 	d := in.Decision
 	for _, c := range d.Chosen {
-		rps, reached := f.cluster(c, prevClusters[c.Cluster])
+		var (
+			rps     api.ResourcePlacementStatus
+			reached []metav1.ConditionStatus
+		)
+		if keep != nil && keep(c.Cluster) {
+			p := prevChosen[c.Cluster]
+			if p == nil || !f.current(p) {
+				return api.PlacementStatus{}, false
+			}
+			rps, reached = *p, f.reached(p, chain)
+		} else {
+			rps, reached = f.cluster(c, prevClusters[c.Cluster])
+		}
 		for i, s := range reached {
 			counts[i][s]++
 		}
@@ -93,8 +129,12 @@ func Status(in *Inputs, prev api.PlacementStatus, now time.Time) api.PlacementSt
 		})
 	}
 
+	for _, r := range d.Released {
+		st.PlacementStatuses = append(st.PlacementStatuses, f.released(r, prevClusters[r.Cluster]))
+	}
+
 	if chosen == 0 {
-		return st
+		return st, true
 	}
 	for i, link := range chain {
 		status, n := aggregate(counts[i])
@@ -108,7 +148,43 @@ func Status(in *Inputs, prev api.PlacementStatus, now time.Time) api.PlacementSt
 			break
 		}
 	}
-	return st
+	return st, true
+}
+
+// wasChosen reports whether an entry is a chosen cluster's: Scheduled True
+// first (one not chosen has Scheduled False, a released one Failover only).
+func wasChosen(p *api.ResourcePlacementStatus) bool {
+	return len(p.Conditions) > 0 && p.Conditions[0].Type == string(api.PerClusterScheduledConditionType) &&
+		p.Conditions[0].Status == metav1.ConditionTrue
+}
+
+// current reports whether every condition of a chosen cluster's entry was
+// folded for the placement's generation.
+func (f *folder) current(p *api.ResourcePlacementStatus) bool {
+	for _, c := range p.Conditions {
+		if c.ObservedGeneration != f.gen {
+			return false
+		}
+	}
+	return true
+}
+
+// reached is what cluster returned with a kept entry: the status of each
+// condition of the chain the entry holds, in order. It notes overrides that
+// apply on the cluster (Overridden True with OverriddenSucceeded) as cluster does.
+func (f *folder) reached(p *api.ResourcePlacementStatus, chain []link) []metav1.ConditionStatus {
+	var out []metav1.ConditionStatus
+	for _, c := range p.Conditions {
+		if !slices.ContainsFunc(chain, func(l link) bool { return string(l.cluster) == c.Type }) {
+			continue
+		}
+		out = append(out, c.Status)
+		if c.Type == string(api.PerClusterOverriddenConditionType) && c.Status == metav1.ConditionTrue &&
+			c.Reason == api.OverriddenSucceededReason {
+			f.overridden = true
+		}
+	}
+	return out
 }
 
 // aggregate is upstream's rule: Unknown wins, then False, else True; n is

@@ -142,6 +142,7 @@ func (f *Fleet) Run(ctx context.Context) error {
 		}
 		g.Go(func() error { return f.consume(gctx, f.log, consumer, f.dispatch) })
 	}
+	g.Go(func() error { return f.servePreviews(gctx) })
 	g.Go(func() error {
 		err := f.join(gctx, g)
 		if err == nil {

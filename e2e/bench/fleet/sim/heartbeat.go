@@ -60,7 +60,16 @@ func (m *member) Properties(now time.Time) *events.MemberHeartbeat {
 
 // heartbeat publishes the member's heartbeat, as the real worker's does.
 func (m *member) heartbeat(ctx context.Context) {
-	hb := m.Properties(time.Now())
+	var hb *events.MemberHeartbeat
+	switch m.down() {
+	case Silent:
+		return
+	case Unreachable:
+		// The real worker's heartbeat when it cannot read Node objects: no properties.
+		hb = &events.MemberHeartbeat{Name: m.name, Message: unreachableMessage, ObservedAt: time.Now().UTC()}
+	default:
+		hb = m.Properties(time.Now())
+	}
 	ev, err := events.New(events.TypeMemberHeartbeat, m.source, m.beat,
 		events.ID(m.name, "heartbeat", hb.ObservedAt.Format(time.RFC3339Nano)), hb)
 	if err != nil {

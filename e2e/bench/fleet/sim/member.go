@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
@@ -26,6 +27,8 @@ type member struct {
 	subject string // flotilla.member.<name>: its join
 	beat    string // flotilla.member.<name>.heartbeat: its heartbeats, as the real worker's
 	log     *slog.Logger
+
+	outage atomic.Int32 // an Outage: Down and Recover set it
 
 	mu         sync.Mutex
 	placements map[string]*placement
@@ -111,6 +114,10 @@ func (m *member) handle(ctx context.Context, ev cloudevents.Event, meta bus.Meta
 	}
 	p.desired = d
 	p.attempt = 0
+	if m.down() != Up {
+		p.held = true // done when the member recovers
+		return nil
+	}
 	m.kick(p, actApply, m.f.opts.ApplyDelay.Sample(m.draw("apply", p.name, strconv.FormatUint(d.seq, 10))))
 	return nil
 }
@@ -159,6 +166,12 @@ func (m *member) fire(p *placement) {
 	defer m.f.release()
 	m.mu.Lock()
 	act := p.timerAct
+	if m.down() != Up {
+		// Nothing is applied or reported while the member is down: Recover applies again.
+		p.timer, p.timerAct, p.held = nil, actNone, true
+		m.mu.Unlock()
+		return
+	}
 	p.timer, p.timerAct, p.running = nil, actNone, true
 	d, tries := p.desired, p.attempt
 	m.mu.Unlock()
@@ -181,6 +194,12 @@ func (m *member) fire(p *placement) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	p.running = false
+	switch {
+	case act == actApply && d.work != nil && !failed:
+		p.holds = true
+	case act == actApply && d.tomb != nil:
+		p.holds = false
+	}
 	if next := p.next; next != actNone {
 		p.next = actNone
 		delay := time.Duration(0)

@@ -110,6 +110,7 @@ type testBus struct {
 	mu      sync.Mutex
 	reports map[string][]events.WorkReported // by cluster/placement, oldest first
 	beats   map[string]int                   // heartbeats by member
+	sick    map[string][]string              // the messages of unhealthy heartbeats, by member
 	joined  map[string]api.MemberCluster
 }
 
@@ -123,7 +124,7 @@ func newTestBus(t *testing.T) *testBus {
 	if err := bus.EnsureTopology(t.Context(), js, bus.TopologyOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	b := &testBus{js: js, nc: nc, reports: map[string][]events.WorkReported{}, beats: map[string]int{}, joined: map[string]api.MemberCluster{}}
+	b := &testBus{js: js, nc: nc, reports: map[string][]events.WorkReported{}, beats: map[string]int{}, sick: map[string][]string{}, joined: map[string]api.MemberCluster{}}
 	sub, err := nc.Subscribe("flotilla.>", func(msg *nats.Msg) {
 		if strings.HasPrefix(msg.Subject, "flotilla.blob.") {
 			return // chunks of a blob, not events
@@ -149,6 +150,9 @@ func newTestBus(t *testing.T) *testBus {
 			b.reports[p.Cluster+"/"+p.Placement] = append(b.reports[p.Cluster+"/"+p.Placement], *p)
 		case *events.MemberHeartbeat:
 			b.beats[p.Name]++
+			if !p.Healthy {
+				b.sick[p.Name] = append(b.sick[p.Name], p.Message)
+			}
 		case *events.MemberJoined:
 			b.joined[p.Member.Name] = p.Member
 		}

@@ -68,6 +68,8 @@ type placement struct {
 	timerAct action
 	running  bool
 	next     action // due once the running action ends
+	held     bool   // work came or was due while the member was down
+	holds    bool   // the member holds the objects of an apply that succeeded
 
 	// Touched only by the running action (one at a time per placement).
 	work        *events.WorkDesired // what the objects come from
