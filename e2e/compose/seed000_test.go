@@ -82,10 +82,15 @@ func TestSeed000TakeoverThroughCompose(t *testing.T) {
 
 	s.apply(t, takeoverHub+"---"+takeoverCRP("      whenToTakeOver: Never"))
 	s.expectFailures(t, map[string][]string{"member-2": {"web-2 NotTakenOver " + notTakenOverMessage, "work-2 NotTakenOver " + notTakenOverMessage}})
+	// member-2's failures say nothing of member-1's progress: wait for its objects.
 	for _, ns := range []string{"web-2", "work-2"} {
-		if out, err := s.kubectl(t, "member-1", "", "get", "namespace", ns, "-o", "jsonpath={.metadata.labels.team}"); err != nil || out != "green" {
-			t.Errorf("namespace %s on member-1, where nothing ran before: team %q (%v), want it placed with team green", ns, out, err)
-		}
+		poll.Every(t, time.Second, 2*time.Minute, fmt.Sprintf("namespace %s placed on member-1, where nothing ran before, with team green", ns), func() error {
+			out, err := s.kubectl(t, "member-1", "", "get", "namespace", ns, "-o", "jsonpath={.metadata.labels.team}")
+			if err != nil || out != "green" {
+				return fmt.Errorf("team %q (%v)", out, err)
+			}
+			return nil
+		})
 	}
 
 	s.apply(t, takeoverCRP("      whenToTakeOver: IfNoDiff\n      comparisonOption: partialComparison"))

@@ -45,7 +45,22 @@ type Item struct {
 	Changes []Change
 	// Warnings are printed before publishing.
 	Warnings []string
+
+	phase phase
 }
+
+// phase orders what one apply publishes: everything a placement's first snapshot
+// reads, then placements, then what refers to a placement.
+type phase int
+
+const (
+	// phaseHub: hub objects, envelopes, overrides, members, strategies, budgets.
+	phaseHub phase = iota
+	// phasePlacement: ClusterResourcePlacements, ResourcePlacements, KubeAdmiral policies.
+	phasePlacement
+	// phaseRun: staged update runs, approvals and evictions, which name a placement.
+	phaseRun
+)
 
 // Options tune the conversion.
 type Options struct {
@@ -75,8 +90,15 @@ func ObjectName(gvk schema.GroupVersionKind, name string) string {
 	return r + "/" + name
 }
 
-// ForApply returns what applying docs publishes, in input order, or the
-// problems that prevent it. docs must have passed input.Load.
+// ForApply returns what applying docs publishes, or the problems that prevent
+// it. docs must have passed input.Load.
+//
+// The items come in dependency order, in input order within each step: hub
+// objects and overrides (everything a placement's snapshot reads), then
+// placements, then staged update runs, approvals and evictions. The rollout cuts
+// a new placement's first snapshot as soon as every selector picks something, so
+// a file that lists its overrides after its placement would otherwise roll the
+// placement out once without them.
 func ForApply(docs []input.Document, opts Options) ([]Item, []input.Problem) {
 	var items []Item
 	var problems []input.Problem
@@ -90,6 +112,7 @@ func ForApply(docs []input.Document, opts Options) ([]Item, []input.Problem) {
 		}
 		items = append(items, item)
 	}
+	slices.SortStableFunc(items, func(a, b Item) int { return int(a.phase) - int(b.phase) })
 	return items, problems
 }
 
@@ -102,7 +125,7 @@ func applyItem(d input.Document, opts Options, policies policySet) (Item, api.Er
 		if err != nil {
 			return item, fieldError("", err)
 		}
-		item.Changes = []Change{c}
+		item.Changes, item.phase = []Change{c}, phasePlacement
 	case *api.MemberCluster:
 		m := *o
 		m.Status = api.MemberClusterStatus{}
@@ -131,6 +154,7 @@ func applyItem(d input.Document, opts Options, policies policySet) (Item, api.Er
 			names = append(names, crp.Name)
 		}
 		item.Note = "as clusterresourceplacements " + strings.Join(names, " and ")
+		item.phase = phasePlacement
 	case *api.ClusterResourceOverride, *api.ResourceOverride:
 		c, err := OverrideUpserted(o)
 		if err != nil {
@@ -143,12 +167,18 @@ func applyItem(d input.Document, opts Options, policies policySet) (Item, api.Er
 			return item, fieldError("metadata.name", err)
 		}
 		item.Changes = []Change{c}
+		if _, run := o.(*api.ClusterStagedUpdateRun); run {
+			item.phase = phaseRun
+		}
 	case *api.ClusterResourcePlacementEviction, *api.ClusterResourcePlacementDisruptionBudget:
 		c, err := DisruptionUpserted(o)
 		if err != nil {
 			return item, fieldError("metadata.name", err)
 		}
 		item.Changes = []Change{c}
+		if _, eviction := o.(*api.ClusterResourcePlacementEviction); eviction {
+			item.phase = phaseRun
+		}
 	case *api.ClusterApprovalRequest:
 		// Runs create their approval requests; a user applies one only to
 		// approve it, as with kubectl, by setting the condition Approved.
@@ -160,7 +190,7 @@ func applyItem(d input.Document, opts Options, policies policySet) (Item, api.Er
 		if err != nil {
 			return item, fieldError("metadata.name", err)
 		}
-		item.Changes = []Change{c}
+		item.Changes, item.phase = []Change{c}, phaseRun
 	case *api.ClusterResourceEnvelope, *api.ResourceEnvelope:
 		data, err := json.Marshal(o)
 		if err != nil {
@@ -368,6 +398,7 @@ func ForDelete(docs []input.Document, leave events.LeavePolicy, opts Options) ([
 		}
 		items = append(items, item)
 	}
+	slices.SortStableFunc(items, func(a, b Item) int { return int(a.phase) - int(b.phase) })
 	return items, problems
 }
 

@@ -156,19 +156,20 @@ status:
 	if len(problems) > 0 {
 		t.Fatal(problems)
 	}
-	crp := items[0].Changes[0].Payload.(events.PlacementUpserted).Placement
+	// The member comes first: placements are published after what they may read.
+	crp := items[1].Changes[0].Payload.(events.PlacementUpserted).Placement
 	if crp.Generation != 0 || crp.UID != "" || crp.ResourceVersion != "" || !crp.CreationTimestamp.IsZero() || crp.Status.ObservedResourceIndex != "" {
 		t.Errorf("placement keeps server fields: %+v %+v", crp.ObjectMeta, crp.Status)
 	}
 	if crp.Labels["team"] != "a" || crp.Spec.Policy.PlacementType != api.PickAllPlacementType {
 		t.Errorf("placement lost what the user set: %+v", crp)
 	}
-	m := items[1].Changes[0].Payload.(events.MemberJoined).Member
+	m := items[0].Changes[0].Payload.(events.MemberJoined).Member
 	if m.Generation != 0 || len(m.Status.Properties) != 0 || m.Spec.HeartbeatPeriodSeconds != 60 {
 		t.Errorf("member = %+v", m)
 	}
-	if items[1].Changes[0].Type != events.TypeMemberJoined || items[1].Changes[0].Subject != "flotilla.member.m1" {
-		t.Errorf("member change = %+v", items[1].Changes[0])
+	if items[0].Changes[0].Type != events.TypeMemberJoined || items[0].Changes[0].Subject != "flotilla.member.m1" {
+		t.Errorf("member change = %+v", items[0].Changes[0])
 	}
 }
 
@@ -307,5 +308,59 @@ spec:
 	want := events.OverrideDeleted{Override: api.OverrideKey{Kind: api.ResourceOverrideKind, Namespace: "shop", Name: "image"}}
 	if got := deletes[1].Changes[0]; got.Type != events.TypeOverrideDeleted || !reflect.DeepEqual(got.Payload, want) {
 		t.Errorf("deleting the ResourceOverride: %s %+v, want %+v", got.Type, got.Payload, want)
+	}
+}
+
+// A file that lists its placement before its overrides and objects, and a staged run
+// before its placement, publishes what a placement reads first, then the placement,
+// then what names it; each step keeps the file's order.
+func TestApplyPublishesInDependencyOrder(t *testing.T) {
+	items, problems := ForApply(load(t, `
+apiVersion: placement.kubernetes-fleet.io/v1beta1
+kind: ClusterStagedUpdateRun
+metadata: {name: run}
+spec: {placementName: shop, resourceSnapshotIndex: "0", stagedRolloutStrategyName: stages}
+---
+apiVersion: placement.kubernetes-fleet.io/v1beta1
+kind: ClusterResourcePlacement
+metadata: {name: shop}
+spec:
+  resourceSelectors: [{group: "", version: v1, kind: Namespace, name: shop}]
+---
+apiVersion: placement.kubernetes-fleet.io/v1alpha1
+kind: ClusterResourceOverride
+metadata: {name: labels}
+spec:
+  placement: {name: shop}
+  clusterResourceSelectors: [{group: "", version: v1, kind: Namespace, name: shop}]
+  policy:
+    overrideRules: [{clusterSelector: {}, jsonPatchOverrides: [{op: add, path: /metadata/labels/a, value: b}]}]
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: shop}
+---
+apiVersion: placement.kubernetes-fleet.io/v1beta1
+kind: ClusterStagedUpdateStrategy
+metadata: {name: stages}
+spec:
+  stages: [{name: all, labelSelector: {}}]
+`), Options{})
+	if len(problems) > 0 {
+		t.Fatalf("problems: %v", problems)
+	}
+	var got []string
+	for _, it := range items {
+		got = append(got, it.Object)
+	}
+	want := []string{
+		"clusterresourceoverride.placement.kubernetes-fleet.io/labels",
+		"namespace/shop",
+		"clusterstagedupdatestrategy.placement.kubernetes-fleet.io/stages",
+		"clusterresourceplacement.placement.kubernetes-fleet.io/shop",
+		"clusterstagedupdaterun.placement.kubernetes-fleet.io/run",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("published in the order\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
 	}
 }
