@@ -37,6 +37,10 @@ type stored struct {
 type batch struct {
 	placements map[string]*pendingFold
 	order      []string
+	// cache holds placements between batches (nil: none); version is each
+	// placement's once the batch has written it.
+	cache   *foldCache
+	version map[string]string
 }
 
 // pendingFold is one placement in a batch.
@@ -137,7 +141,7 @@ func (b *batch) load(ctx context.Context, tx pgx.Tx, name string) (*pendingFold,
 	if pf := b.placements[name]; pf != nil {
 		return pf, nil
 	}
-	st, err := loadPlacement(ctx, tx, name)
+	st, err := loadPlacement(ctx, tx, name, b.cache)
 	if err != nil {
 		return nil, err
 	}
@@ -549,40 +553,71 @@ func boundedConditions(conds []metav1.Condition) []metav1.Condition {
 // loadPlacement reads and locks a placement's inputs and current status,
 // creating its row if this is the first event about it. The apply reports are
 // left out: the batch reads those it needs (pendingFold.report, everyReport).
-func loadPlacement(ctx context.Context, tx pgx.Tx, name string) (*stored, error) {
-	const query = `
-		select p.placement, p.work_generation, p.deleted, p.spec_seq, p.decision, p.snapshot, p.rollout, s.status,
+func loadPlacement(ctx context.Context, tx pgx.Tx, name string, cache *foldCache) (*stored, error) {
+	// The row is locked first, with its version and the work held in
+	// quarantine (rarely any); the rest is read only when the cache does not
+	// hold this version.
+	const lock = `
+		select p.xmin::text || '/' || coalesce(s.xmin::text, '-'),
 			(select coalesce(jsonb_agg(jsonb_build_object('Notice', q.notice, 'ReportIndex', q.report_index,
 				'ReportGeneration', q.report_generation)), '[]') from status_quarantine q where q.placement = p.name)
 		from status_placements p left join placement_status s on s.placement = p.name
 		where p.name = $1
 		for update of p`
 	var (
-		st                                             stored
-		placement, decision, snapshot, rollout, status []byte
-		quarantined                                    []byte
+		version     string
+		quarantined []byte
 	)
-	scan := func() error {
-		return tx.QueryRow(ctx, query, name).Scan(&placement, &st.in.WorkGeneration, &st.in.Deleted, &st.in.SpecSeq,
-			&decision, &snapshot, &rollout, &status, &quarantined)
-	}
-	err := scan()
+	err := tx.QueryRow(ctx, lock, name).Scan(&version, &quarantined)
 	if errors.Is(err, pgx.ErrNoRows) {
 		if _, err := tx.Exec(ctx, `insert into status_placements (name) values ($1) on conflict do nothing`, name); err != nil {
 			return nil, fmt.Errorf("create status row of %s: %w", name, err)
 		}
-		err = scan()
+		err = tx.QueryRow(ctx, lock, name).Scan(&version, &quarantined)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("load status inputs of %s: %w", name, err)
 	}
+	st := cache.take(name, version)
+	if st == nil {
+		if st, err = readPlacement(ctx, tx, name); err != nil {
+			return nil, err
+		}
+	}
 	var held []*fold.Quarantine
+	if err := json.Unmarshal(quarantined, &held); err != nil {
+		return nil, fmt.Errorf("load status inputs of %s: %w", name, err)
+	}
+	for _, q := range held {
+		if st.in.Quarantined == nil {
+			st.in.Quarantined = map[string]*fold.Quarantine{}
+		}
+		st.in.Quarantined[q.Notice.Cluster] = q
+	}
+	return st, nil
+}
+
+// readPlacement reads and decodes a placement's fold inputs and status; its row is
+// locked already.
+func readPlacement(ctx context.Context, tx pgx.Tx, name string) (*stored, error) {
+	const query = `
+		select p.placement, p.work_generation, p.deleted, p.spec_seq, p.decision, p.snapshot, p.rollout, s.status
+		from status_placements p left join placement_status s on s.placement = p.name
+		where p.name = $1`
+	var (
+		st                                             stored
+		placement, decision, snapshot, rollout, status []byte
+	)
+	if err := tx.QueryRow(ctx, query, name).Scan(&placement, &st.in.WorkGeneration, &st.in.Deleted, &st.in.SpecSeq,
+		&decision, &snapshot, &rollout, &status); err != nil {
+		return nil, fmt.Errorf("load status inputs of %s: %w", name, err)
+	}
 	for _, f := range []struct {
 		raw  []byte
 		into any
 	}{
 		{placement, &st.in.Placement}, {decision, &st.in.Decision}, {snapshot, &st.in.Snapshot},
-		{rollout, &st.in.Rollout}, {status, &st.status}, {quarantined, &held},
+		{rollout, &st.in.Rollout}, {status, &st.status},
 	} {
 		if len(f.raw) == 0 {
 			continue
@@ -591,13 +626,41 @@ func loadPlacement(ctx context.Context, tx pgx.Tx, name string) (*stored, error)
 			return nil, fmt.Errorf("load status inputs of %s: %w", name, err)
 		}
 	}
-	for _, q := range held {
-		if st.in.Quarantined == nil {
-			st.in.Quarantined = map[string]*fold.Quarantine{}
-		}
-		st.in.Quarantined[q.Notice.Cluster] = q
-	}
 	return &st, nil
+}
+
+// versions reads the version of each placement the batch loaded, once it has
+// written them all, for the cache.
+func (b *batch) versions(ctx context.Context, tx pgx.Tx) error {
+	if b.cache == nil || len(b.order) == 0 {
+		return nil
+	}
+	rows, err := tx.Query(ctx, `
+		select p.name, p.xmin::text || '/' || coalesce(s.xmin::text, '-')
+		from status_placements p left join placement_status s on s.placement = p.name
+		where p.name = any($1)`, b.order)
+	if err != nil {
+		return fmt.Errorf("read versions of %d placements: %w", len(b.order), err)
+	}
+	b.version = map[string]string{}
+	for rows.Next() {
+		var name, version string
+		if err := rows.Scan(&name, &version); err != nil {
+			return fmt.Errorf("read versions of %d placements: %w", len(b.order), err)
+		}
+		b.version[name] = version
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read versions of %d placements: %w", len(b.order), err)
+	}
+	return nil
+}
+
+// keep puts the batch's placements in the cache; call it once the batch committed.
+func (b *batch) keep() {
+	for name, version := range b.version {
+		b.cache.put(name, version, b.placements[name].st)
+	}
 }
 
 // saveInputs stores the inputs the payload changed.

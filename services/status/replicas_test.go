@@ -160,3 +160,52 @@ func waitAudited(b *testing.B, f *fixture, n int) {
 		return nil
 	})
 }
+
+// BenchmarkFoldReportsAcrossPlacements measures the shape of a burst of placements: 500
+// placements on 100 clusters each, their reports interleaved on the stream, so a batch
+// holds a report or so of each of hundreds of placements (what bench-scale's 1,000
+// placements of PickN 100 give the service). Run it with -benchtime 5000x.
+func BenchmarkFoldReportsAcrossPlacements(b *testing.B) {
+	const placements, clusters = 500, 100
+	f := newFixture(b)
+	f.startStatus(t0)
+	var decided []events.ClusterDecision
+	var started []events.ClusterProgress
+	for c := range clusters {
+		name := fmt.Sprintf("member-%03d", c)
+		decided = append(decided, events.ClusterDecision{Cluster: name, Action: events.ActionAdded})
+		started = append(started, events.ClusterProgress{Cluster: name, Started: true})
+	}
+	ns := api.ResourceIdentifier{Version: "v1", Kind: "Namespace", Name: "web-2"}
+	setup := 0
+	for p := range placements {
+		name := fmt.Sprintf("crp-%03d", p)
+		crp := webPlacement(api.WhenToTakeOverTypeAlways)
+		crp.Name = name
+		for _, s := range []struct {
+			typ, subj string
+			payload   any
+		}{
+			{events.TypePlacementUpserted, subject(events.PlacementSubject(name)), events.PlacementUpserted{Placement: crp}},
+			{events.TypePlacementScheduledV2, subject(events.SchedulingSubject(name)), decision(name, 1, 1, decided...)},
+			{events.TypeSnapshotCreated, subject(events.RolloutSubject(name)), events.SnapshotCreated{Placement: name, Index: 0, Hash: "sha256:1", SelectedResources: []api.ResourceIdentifier{ns}}},
+			{events.TypeRolloutProgressedV2, subject(events.RolloutSubject(name)), progress(name, 1, 1, 0, started...)},
+		} {
+			f.publish(s.subj, f.event(s.typ, "", t0, s.payload))
+			setup++
+		}
+	}
+	waitAudited(b, f, setup)
+	b.ResetTimer()
+	publishAsync(b, f, b.N, func(i int) (string, any, string) {
+		name := fmt.Sprintf("crp-%03d", i%placements)
+		c := decided[(i/placements)%clusters].Cluster
+		ok := events.Condition{Status: "True", Reason: api.ApplySucceededReason}
+		return events.TypeWorkReported, events.WorkReported{Cluster: c, Placement: name, Generation: 1,
+			ObservedAt: t0.Add(time.Duration(i) * time.Millisecond),
+			Manifests:  []events.ManifestResult{{Resource: ns, Applied: ok, Available: ok}},
+			Applied:    ok, Available: ok}, subject(events.WorkStatusSubject(c, name))
+	})
+	waitAudited(b, f, setup+b.N)
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}

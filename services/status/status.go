@@ -16,6 +16,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
@@ -40,6 +41,9 @@ type Config struct {
 	// Now is the clock members' health is judged by when queried, and the
 	// bound of heartbeats' receive times; time.Now by default.
 	Now func() time.Time
+	// FoldCacheBytes bounds the memory (estimated) of the placements kept
+	// decoded between batches. 0: DefaultFoldCacheBytes; negative: none.
+	FoldCacheBytes int64
 }
 
 // DefaultAuditRetention is how long the audit log keeps events by default.
@@ -49,6 +53,17 @@ const DefaultAuditRetention = 90 * 24 * time.Hour
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var(service.RetentionFlag(&c.AuditRetention), "audit-retention",
 		"keep audit_log rows this long after they were received (e.g. 90d, 2160h; default 90d, at least --inbox-retention)")
+	fs.Func("fold-cache-mib", "memory, in MiB (estimated), for placements kept decoded between batches of events (default 128; 0 keeps none)", func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 || n > 1<<20 {
+			return fmt.Errorf("want a whole number of MiB from 0 to %d, got %q", 1<<20, v)
+		}
+		c.FoldCacheBytes = n << 20
+		if n == 0 {
+			c.FoldCacheBytes = -1
+		}
+		return nil
+	})
 }
 
 // Validate checks the shared options and the audit retention.
@@ -101,6 +116,8 @@ type server struct {
 	now    func() time.Time
 	// metrics are nil in tests that build a server by hand.
 	metrics *placementMetrics
+	// cache keeps decoded placements between batches; nil: none.
+	cache *foldCache
 }
 
 // Run runs the status service until ctx ends.
@@ -120,6 +137,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
+	cacheBytes := cfg.FoldCacheBytes
+	if cacheBytes == 0 {
+		cacheBytes = DefaultFoldCacheBytes
+	}
+	s.cache = newFoldCache(cacheBytes, time.Now)
 	return env.Run(ctx,
 		func(ctx context.Context) error {
 			// The audit log records every event, including types this build does
@@ -140,15 +162,21 @@ func (s *server) handle(ctx context.Context, deliveries []bus.Delivery) error {
 	for i, d := range deliveries {
 		evs[i] = d.Event
 	}
-	b := &batch{}
+	b := &batch{cache: s.cache}
 	ran, err := inbox.HandleBatchThen(ctx, s.pool, consumer, evs, func(ctx context.Context, tx pgx.Tx, i int) error {
 		// Within the event's trace, which the status changes it causes carry on.
 		return s.fold(deliveries[i].Context(ctx), tx, b, deliveries[i])
-	}, func(ctx context.Context, tx pgx.Tx) error { return s.flush(ctx, tx, b) })
+	}, func(ctx context.Context, tx pgx.Tx) error {
+		if err := s.flush(ctx, tx, b); err != nil {
+			return err
+		}
+		return b.versions(ctx, tx)
+	})
 	s.metrics.commit(err == nil)
 	if err != nil {
 		return err
 	}
+	b.keep()
 	for i, ok := range ran {
 		if !ok {
 			s.log.Debug("event already handled", "id", evs[i].ID(), "type", evs[i].Type())
