@@ -170,3 +170,56 @@ func TestSubjectNames(t *testing.T) {
 		}
 	}
 }
+
+// New checks a payload of its type's Go type by the type's rules without decoding it
+// again: for every example, New of the value and of a pointer to it gives the event New
+// of its JSON gives, and an example made to break a rule (an empty name) is refused
+// both ways alike.
+func TestNewChecksTypedPayloadsAsItDecodes(t *testing.T) {
+	for typ, payload := range examples() {
+		t.Run(typ, func(t *testing.T) {
+			raw, err := json.Marshal(payload)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fromJSON, err := events.New(typ, "/test", "s", "id", json.RawMessage(raw))
+			if err != nil {
+				t.Fatalf("New of the JSON: %v", err)
+			}
+			ptr := reflect.New(reflect.TypeOf(payload))
+			ptr.Elem().Set(reflect.ValueOf(payload))
+			for name, p := range map[string]any{"value": payload, "pointer": ptr.Interface()} {
+				ev, err := events.New(typ, "/test", "s", "id", p)
+				if err != nil {
+					t.Fatalf("New of the %s: %v", name, err)
+				}
+				if !bytes.Equal(ev.Data(), fromJSON.Data()) {
+					t.Errorf("New of the %s carries %s, of the JSON %s", name, ev.Data(), fromJSON.Data())
+				}
+			}
+			// Blank every string field named like a name: a rule should refuse some.
+			broken := reflect.New(reflect.TypeOf(payload)).Elem()
+			broken.Set(reflect.ValueOf(payload))
+			blankNames(broken)
+			brokenRaw, _ := json.Marshal(broken.Interface())
+			_, typedErr := events.New(typ, "/test", "s", "id", broken.Interface())
+			_, jsonErr := events.New(typ, "/test", "s", "id", json.RawMessage(brokenRaw))
+			if (typedErr == nil) != (jsonErr == nil) || (typedErr != nil && !errors.Is(typedErr, events.ErrInvalidPayload)) {
+				t.Errorf("with names blanked: New of the value says %v, of its JSON %v", typedErr, jsonErr)
+			}
+		})
+	}
+}
+
+// blankNames empties the string fields called Name, Placement or Cluster of v, a struct.
+func blankNames(v reflect.Value) {
+	for i := range v.NumField() {
+		f := v.Field(i)
+		switch name := v.Type().Field(i).Name; {
+		case f.Kind() == reflect.String && f.CanSet() && (name == "Name" || name == "Placement" || name == "Cluster"):
+			f.SetString("")
+		case f.Kind() == reflect.Struct && f.CanSet():
+			blankNames(f)
+		}
+	}
+}
