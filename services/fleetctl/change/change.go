@@ -118,7 +118,7 @@ func ForApply(docs []input.Document, opts Options) ([]Item, []input.Problem) {
 
 func applyItem(d input.Document, opts Options, policies policySet) (Item, api.ErrorList) {
 	gvk := d.Object.GetObjectKind().GroupVersionKind()
-	item := Item{Object: ObjectName(gvk, d.Object.GetName())}
+	item := Item{Object: ObjectName(gvk, d.Object.GetName()), phase: phaseHub}
 	switch o := d.Object.(type) {
 	case *api.ClusterResourcePlacement:
 		c, err := placementUpserted(o)
