@@ -3,6 +3,7 @@ package deploy
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -154,12 +155,16 @@ func TestApplyWorkerRunsWithItsOwnNATSUser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cs.CoreV1().Namespaces().Get(ctx, "deploy-check", metav1.GetOptions{}); err != nil {
-		t.Errorf("the work was not applied to %s: %v", member, err)
-	}
-	if _, err := cs.CoreV1().ConfigMaps("deploy-check").Get(ctx, "large", metav1.GetOptions{}); err != nil {
-		t.Errorf("the work's manifests, fetched by claim check, were not applied to %s: %v", member, err)
-	}
+	// The first report may be of a partial apply, retried: wait for the objects.
+	poll.Until(t, time.Minute, "the work applied to "+member, func() error {
+		if _, err := cs.CoreV1().Namespaces().Get(ctx, "deploy-check", metav1.GetOptions{}); err != nil {
+			return fmt.Errorf("the work was not applied: %w", err)
+		}
+		if _, err := cs.CoreV1().ConfigMaps("deploy-check").Get(ctx, "large", metav1.GetOptions{}); err != nil {
+			return fmt.Errorf("the work's manifests, fetched by claim check, were not applied: %w", err)
+		}
+		return nil
+	})
 
 	// A tombstone: the worker carries it out and records that on the bus, with its own
 	// user's permissions, so that a restart does not carry it out again.

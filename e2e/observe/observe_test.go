@@ -3,6 +3,7 @@ package observe_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -205,6 +206,13 @@ func labels(m *dto.Metric) string {
 // value of at least min.
 func atLeast(t *testing.T, service string, got map[string]float64, name string, min float64, want ...string) {
 	t.Helper()
+	if err := hasAtLeast(got, name, min, want...); err != nil {
+		t.Errorf("%s: %v", service, err)
+	}
+}
+
+// hasAtLeast is atLeast as an error, for polls.
+func hasAtLeast(got map[string]float64, name string, min float64, want ...string) error {
 	best := -1.0
 	for series, v := range got {
 		if !strings.HasPrefix(series, name+"{") {
@@ -219,13 +227,21 @@ func atLeast(t *testing.T, service string, got map[string]float64, name string, 
 		}
 	}
 	if best < min {
-		t.Errorf("%s: %s%v = %v, want at least %v", service, name, want, best, min)
+		return fmt.Errorf("%s%v = %v, want at least %v", name, want, best, min)
 	}
+	return nil
 }
 
 // exactly fails t unless the series of name whose labels include want has value v.
 func exactly(t *testing.T, service string, got map[string]float64, name string, v float64, want ...string) {
 	t.Helper()
+	if err := hasExactly(got, name, v, want...); err != nil {
+		t.Errorf("%s: %v", service, err)
+	}
+}
+
+// hasExactly is exactly as an error, for polls.
+func hasExactly(got map[string]float64, name string, v float64, want ...string) error {
 	for series, value := range got {
 		if !strings.HasPrefix(series, name+"{") {
 			continue
@@ -236,12 +252,12 @@ func exactly(t *testing.T, service string, got map[string]float64, name string, 
 		}
 		if ok {
 			if value != v {
-				t.Errorf("%s: %s = %v, want %v", service, series, value, v)
+				return fmt.Errorf("%s = %v, want %v", series, value, v)
 			}
-			return
+			return nil
 		}
 	}
-	t.Errorf("%s: no series %s%v", service, name, want)
+	return fmt.Errorf("no series %s%v", name, want)
 }
 
 func typ(t string) string { return fmt.Sprintf("type=%q", t) }
@@ -286,6 +302,16 @@ func TestServicesShowWhatHappenedToAPlacement(t *testing.T) {
 		return nil
 	})
 
+	// The rollout takes in the reports and the event nobody knows on its own
+	// consumer, apart from the status service and the scheduler waited for above.
+	poll.Until(t, time.Minute, "the rollout and the scheduler to have taken in every event", func() error {
+		rollout, scheduler := scrape(t, s.metrics["rollout"]), scrape(t, s.metrics["scheduler"])
+		return errors.Join(
+			hasAtLeast(rollout, "flotilla_events_consumed_total", 1, `consumer="rollout"`, typ(events.TypeWorkReported)),
+			hasExactly(rollout, "flotilla_consumer_pending_messages", 0, `consumer="rollout"`),
+			hasExactly(scheduler, "flotilla_consumer_pending_messages", 0, `consumer="scheduler"`, `stream="EVENTS"`),
+			hasExactly(scheduler, "flotilla_outbox_pending_events", 0))
+	})
 	scraped := map[string]map[string]float64{}
 	for name, url := range s.metrics {
 		scraped[name] = scrape(t, url)

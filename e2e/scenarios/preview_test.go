@@ -3,6 +3,7 @@ package scenarios
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -19,6 +20,7 @@ import (
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/events/bus"
+	"github.com/flotilla-dev/flotilla/harness/poll"
 	"github.com/flotilla-dev/flotilla/services/fleetctl/preview"
 )
 
@@ -81,6 +83,16 @@ func TestPreviewChangesNothing(t *testing.T) {
 	})
 	members := []string{"member-1", "member-2", "member-3"}
 	w := s.watchState(t)
+	// What an earlier test left behind settles first (a namespace its cleanup deleted
+	// may still be terminating on a member): the members' objects are compared below.
+	poll.Every(t, time.Second, patience, "the members' namespaces and ConfigMaps to settle", func() error {
+		first := w.snapshot(t, members).objects
+		time.Sleep(time.Second)
+		if !maps.Equal(first, w.snapshot(t, members).objects) {
+			return errors.New("still changing")
+		}
+		return nil
+	})
 	heartbeatTables := w.heartbeatTables(t)
 
 	before := w.snapshot(t, members)

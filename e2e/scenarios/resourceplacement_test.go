@@ -106,20 +106,28 @@ spec:
 	}
 	placedOn("member-1", "member-2")
 
-	rp := s.resourcePlacement(t, "rp-demo", "app-config")
+	// Available may come on member-1 alone, when member-2's namespace reached the
+	// scheduler after its first decision: the status follows the second.
+	var rp *api.ClusterResourcePlacement
+	poll.Every(t, step, patience, "app-config scheduled on member-1 and member-2, with its conditions True", func() (err error) {
+		if rp, err = s.tryResourcePlacement(t, "rp-demo", "app-config"); err != nil {
+			return err
+		}
+		if got := scheduledClusters(rp); strings.Join(got, ",") != "member-1,member-2" {
+			return fmt.Errorf("PickAll scheduled on %v, want the clusters with namespace rp-demo: member-1, member-2", got)
+		}
+		for _, typ := range []string{"ResourcePlacementScheduled", "ResourcePlacementApplied", "ResourcePlacementAvailable"} {
+			if err := conditionTrue(rp.Status.Conditions, typ, rp.Generation); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if rp.Kind != api.ResourcePlacementKind || rp.Namespace != "rp-demo" || rp.Name != "app-config" {
 		t.Errorf("fleetctl get rp -o json: %s %s/%s", rp.Kind, rp.Namespace, rp.Name)
 	}
-	for _, typ := range []string{"ResourcePlacementScheduled", "ResourcePlacementApplied", "ResourcePlacementAvailable"} {
-		if err := conditionTrue(rp.Status.Conditions, typ, rp.Generation); err != nil {
-			t.Error(err)
-		}
-	}
 	if c := meta.FindStatusCondition(rp.Status.Conditions, string(api.ClusterResourcePlacementAppliedConditionType)); c != nil {
 		t.Errorf("a ResourcePlacement shows %s", c.Type)
-	}
-	if got := scheduledClusters(rp); strings.Join(got, ",") != "member-1,member-2" {
-		t.Errorf("PickAll scheduled on %v, want the clusters with namespace rp-demo: member-1, member-2", got)
 	}
 	table := s.run(t, "get", "rp", "-A")
 	if !strings.Contains(table, "NAMESPACE") || !strings.Contains(table, "rp-demo") || !strings.Contains(table, "app-config") {
