@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flotilla-dev/flotilla/e2e/internal/seed000"
 	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/harness/poll"
 )
@@ -30,39 +31,6 @@ metadata:
     team: green
 `
 
-// takeoverCRP is the seed's web-2-crp with the given applyStrategy lines.
-func takeoverCRP(applyStrategy string) string {
-	return `
-apiVersion: placement.kubernetes-fleet.io/v1beta1
-kind: ClusterResourcePlacement
-metadata:
-  name: web-2-crp
-spec:
-  resourceSelectors:
-    - group: ""
-      kind: Namespace
-      version: v1
-      labelSelector:
-        matchLabels:
-          app: web-2
-  policy:
-    placementType: PickAll
-  strategy:
-    applyStrategy:
-` + applyStrategy + `
-    type: RollingUpdate
-    rollingUpdate:
-      maxUnavailable: 100%
-      unavailablePeriodSeconds: 1
-`
-}
-
-// The messages seed 000 shows, word for word.
-const (
-	notTakenOverMessage     = "Failed to apply the manifest (error: no ownership of the object in the member cluster; takeover is needed)"
-	failedToTakeOverMessage = "Failed to apply the manifest (error: cannot take over object: configuration differences are found between the manifest object and the corresponding object in the member cluster)"
-)
-
 // TestSeed000TakeoverThroughCompose tells seed 000's story with fleetctl in its container:
 // member-2 already runs web-2 as the hub has it and work-2 with team: blue. Never reports
 // both, IfNoDiff takes over web-2 only, Always takes over work-2 too, in place.
@@ -80,8 +48,8 @@ func TestSeed000TakeoverThroughCompose(t *testing.T) {
 	}
 	s.deleteAtEnd(t, "web-2-crp")
 
-	s.apply(t, takeoverHub+"---"+takeoverCRP("      whenToTakeOver: Never"))
-	s.expectFailures(t, map[string][]string{"member-2": {"web-2 NotTakenOver " + notTakenOverMessage, "work-2 NotTakenOver " + notTakenOverMessage}})
+	s.apply(t, takeoverHub+"---"+seed000.Placement(seed000.Never))
+	s.expectFailures(t, map[string][]string{"member-2": {"web-2 NotTakenOver " + seed000.NotTakenOverMessage, "work-2 NotTakenOver " + seed000.NotTakenOverMessage}})
 	// member-2's failures say nothing of member-1's progress: wait for its objects.
 	for _, ns := range []string{"web-2", "work-2"} {
 		poll.Every(t, time.Second, 2*time.Minute, fmt.Sprintf("namespace %s placed on member-1, where nothing ran before, with team green", ns), func() error {
@@ -93,10 +61,10 @@ func TestSeed000TakeoverThroughCompose(t *testing.T) {
 		})
 	}
 
-	s.apply(t, takeoverCRP("      whenToTakeOver: IfNoDiff\n      comparisonOption: partialComparison"))
-	s.expectFailures(t, map[string][]string{"member-2": {"work-2 FailedToTakeOver " + failedToTakeOverMessage}})
+	s.apply(t, seed000.Placement(seed000.IfNoDiffPartial))
+	s.expectFailures(t, map[string][]string{"member-2": {"work-2 FailedToTakeOver " + seed000.FailedToTakeOverMessage}})
 
-	s.apply(t, takeoverCRP("      whenToTakeOver: Always"))
+	s.apply(t, seed000.Placement(seed000.Always))
 	s.expectFailures(t, map[string][]string{})
 	s.waitAvailable(t, "web-2-crp", members...)
 	if out, err := s.kubectl(t, "member-2", "", "get", "namespace", "work-2", "-o", "jsonpath={.metadata.labels.team} {.metadata.uid}"); err != nil || out != "green "+uid {

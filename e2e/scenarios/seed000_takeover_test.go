@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
+	"github.com/flotilla-dev/flotilla/e2e/internal/seed000"
 	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/harness/poll"
 )
@@ -47,39 +48,6 @@ data:
   color: green
 `
 
-// takeoverCRP is the seeds' web-2-crp with the given applyStrategy lines.
-func takeoverCRP(applyStrategy string) string {
-	return `
-apiVersion: placement.kubernetes-fleet.io/v1beta1
-kind: ClusterResourcePlacement
-metadata:
-  name: web-2-crp
-spec:
-  resourceSelectors:
-    - group: ""
-      kind: Namespace
-      version: v1 
-      labelSelector:
-        matchLabels:
-          app: web-2
-  policy:
-    placementType: PickAll
-  strategy:
-    applyStrategy:
-` + applyStrategy + `
-    type: RollingUpdate
-    rollingUpdate:
-      maxUnavailable: 100%
-      unavailablePeriodSeconds: 1            
-`
-}
-
-// The messages seeds 000 and 002 show, word for word.
-const (
-	notTakenOverMessage     = "Failed to apply the manifest (error: no ownership of the object in the member cluster; takeover is needed)"
-	failedToTakeOverMessage = "Failed to apply the manifest (error: cannot take over object: configuration differences are found between the manifest object and the corresponding object in the member cluster)"
-)
-
 // TestSeed000TakeoverStory plays seeds 000 and 002 (the same document in English and
 // Chinese): workloads that already run on members are first only reported (Never), then
 // taken over where they do not differ from the hub (IfNoDiff, with the differing field shown),
@@ -111,9 +79,9 @@ func TestSeed000TakeoverStory(t *testing.T) {
 	s.deleteAtEnd(t, "web-2-crp")
 
 	// Step 1: check for conflicting workloads.
-	s.apply(t, takeoverHub+"---"+takeoverCRP("      whenToTakeOver: Never"))
+	s.apply(t, takeoverHub+"---"+seed000.Placement(seed000.Never))
 	notTakenOver := func(name string) api.FailedResourcePlacement {
-		return failure(name, api.ManifestNotTakenOverReason, notTakenOverMessage)
+		return failure(name, api.ManifestNotTakenOverReason, seed000.NotTakenOverMessage)
 	}
 	s.expectFailures(t, "web-2-crp", 1, []clusterFailures{
 		{ClusterName: "member-2", FailedPlacements: []api.FailedResourcePlacement{notTakenOver("web-2"), notTakenOver("work-2")}},
@@ -141,9 +109,9 @@ func TestSeed000TakeoverStory(t *testing.T) {
 
 	// Step 2: take over what does not differ. The seed spells the comparison option
 	// partialComparison.
-	s.apply(t, takeoverCRP("      whenToTakeOver: IfNoDiff\n      comparisonOption: partialComparison"))
+	s.apply(t, seed000.Placement(seed000.IfNoDiffPartial))
 	failedToTakeOver := func(name string) api.FailedResourcePlacement {
-		return failure(name, api.ManifestFailedToTakeOverReason, failedToTakeOverMessage)
+		return failure(name, api.ManifestFailedToTakeOverReason, seed000.FailedToTakeOverMessage)
 	}
 	s.expectFailures(t, "web-2-crp", 2, []clusterFailures{
 		{ClusterName: "member-2", FailedPlacements: []api.FailedResourcePlacement{failedToTakeOver("work-2")}},
@@ -175,7 +143,7 @@ func TestSeed000TakeoverStory(t *testing.T) {
 	t.Logf("fleetctl takeovers --placement web-2-crp:\n%s", s.run(t, "takeovers", "--placement", "web-2-crp"))
 
 	// Step 3: overwrite what differs.
-	s.apply(t, takeoverCRP("      whenToTakeOver: Always"))
+	s.apply(t, seed000.Placement(seed000.Always))
 	crp = s.converged(t, "web-2-crp", 3)
 	if f, err := s.failedPlacements(t, "web-2-crp"); err != nil || len(f) != 0 {
 		t.Errorf("failedPlacements after whenToTakeOver Always: %+v %v, want none", f, err)
