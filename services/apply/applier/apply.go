@@ -118,40 +118,146 @@ func (a *Applier) Apply(ctx context.Context, w *events.WorkDesired) (*events.Wor
 	return p.report, nil
 }
 
-// applyWaves applies the run's objects wave by wave, each wave as soon as the
-// waves it depends on are done.
+// applyWaves applies the run's objects in dependency order, up to the
+// applier's number of workers at once. An object of the waves up to
+// WaveWorkload starts as soon as the objects it needs (manifest.Needs) are
+// done; the objects of later waves (custom resources, webhooks) wait for
+// every object of their prerequisite waves, and for the CRDs applied to be
+// established.
 func (r *run) applyWaves(ctx context.Context) {
-	var byWave [manifest.NumWaves][]*tracked
-	for _, t := range r.objects {
-		byWave[t.obj.Wave] = append(byWave[t.obj.Wave], t)
+	n := len(r.objects)
+	if n == 0 {
+		return
 	}
-	var done [manifest.NumWaves]chan struct{}
-	for i := range done {
-		done[i] = make(chan struct{})
+	objs := make([]*unstructured.Unstructured, n)
+	waves := make([]int, n)
+	for i, t := range r.objects {
+		if t.obj.Err == nil {
+			objs[i] = t.obj.Object
+		}
+		waves[i] = t.obj.Wave
 	}
+	s := &schedule{r: r, ready: make(chan int, n), left: n, waiting: make([]int, n), dependents: make([][]int, n)}
+	for i, needs := range manifest.Needs(objs, waves) {
+		s.waiting[i] = len(needs)
+		for _, j := range needs {
+			s.dependents[j] = append(s.dependents[j], i)
+		}
+	}
+	for i, t := range r.objects {
+		s.inWave[t.obj.Wave]++
+		switch {
+		case t.obj.Wave >= manifest.WaveOther:
+			s.held[t.obj.Wave] = append(s.held[t.obj.Wave], i)
+		case s.waiting[i] == 0:
+			s.ready <- i
+		}
+	}
+	s.mu.Lock()
+	release := s.releasable()
+	s.mu.Unlock()
+	s.release(ctx, release)
+
 	var wg sync.WaitGroup
-	for wave := range manifest.NumWaves {
+	for range min(r.a.workers, n) {
 		wg.Go(func() {
-			defer close(done[wave])
-			for _, p := range manifest.Prerequisites(wave) {
-				select {
-				case <-done[p]:
-				case <-ctx.Done():
-					return
+			for i := range s.ready {
+				s.started(i)
+				if ctx.Err() == nil {
+					r.process(ctx, r.objects[i])
 				}
+				s.release(ctx, s.finished(i))
 			}
-			if len(byWave[wave]) == 0 {
-				return
-			}
-			r.mark(&r.timing.waves[wave][0])
-			forEach(ctx, r.a.workers, byWave[wave], func(t *tracked) { r.process(ctx, t) })
-			if wave == manifest.WaveFoundation {
-				r.a.waitForCRDs(ctx, r.appliedCRDs())
-			}
-			r.mark(&r.timing.waves[wave][1])
 		})
 	}
 	wg.Wait()
+}
+
+// schedule is the state of applyWaves: which objects are ready, and what
+// each finished object lets start.
+type schedule struct {
+	r     *run
+	ready chan int // objects whose needs are done; closed after the last one finishes
+
+	mu         sync.Mutex
+	left       int                      // objects not finished
+	waiting    []int                    // per object, its needs not finished
+	dependents [][]int                  // per object, the objects that need it
+	inWave     [manifest.NumWaves]int   // per wave, objects not finished
+	held       [manifest.NumWaves][]int // objects waiting for whole waves, until released
+	crdsWaited bool
+}
+
+func (s *schedule) started(i int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w := &s.r.timing.waves[s.r.objects[i].obj.Wave]
+	if w[0] == 0 {
+		s.r.mark(&w[0])
+	}
+}
+
+// finished records that object i is done, queues the objects that needed
+// only it, and returns the held objects it releases.
+func (s *schedule) finished(i int) []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	wave := s.r.objects[i].obj.Wave
+	s.inWave[wave]--
+	if s.inWave[wave] == 0 {
+		s.r.mark(&s.r.timing.waves[wave][1])
+	}
+	for _, d := range s.dependents[i] {
+		s.waiting[d]--
+		if s.waiting[d] == 0 {
+			s.ready <- d
+		}
+	}
+	release := s.releasable()
+	s.left--
+	if s.left == 0 {
+		close(s.ready)
+	}
+	return release
+}
+
+// releasable takes the held objects whose prerequisite waves are done.
+// Called with mu held.
+func (s *schedule) releasable() []int {
+	var out []int
+	for wave := manifest.WaveOther; wave < manifest.NumWaves; wave++ {
+		if len(s.held[wave]) == 0 {
+			continue
+		}
+		done := true
+		for _, p := range manifest.Prerequisites(wave) {
+			done = done && s.inWave[p] == 0
+		}
+		if done {
+			out = append(out, s.held[wave]...)
+			s.held[wave] = nil
+		}
+	}
+	if len(out) > 0 && !s.crdsWaited {
+		// The first release waits for the CRDs below (in release); the
+		// flag is set here so that only one caller does.
+		s.crdsWaited = true
+		out = append([]int{-1}, out...)
+	}
+	return out
+}
+
+// release queues held objects; a leading -1 asks to wait for the run's
+// CRDs to be established first. The released objects are not finished,
+// so ready is still open.
+func (s *schedule) release(ctx context.Context, objs []int) {
+	if len(objs) > 0 && objs[0] == -1 {
+		s.r.a.waitForCRDs(ctx, s.r.appliedCRDs())
+		objs = objs[1:]
+	}
+	for _, i := range objs {
+		s.ready <- i
+	}
 }
 
 // run is one Apply of a placement.
