@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -37,30 +38,46 @@ const namespaceSettle = 250 * time.Millisecond
 // and soon after a namespace is created or deleted on the member, so that a
 // ResourcePlacement of that namespace is scheduled at once rather than a
 // period later.
+//
+// A heartbeat for a namespace change takes the namespaces from the watch
+// that noticed it and keeps the last period's node and pod properties: a
+// placement that creates namespaces would otherwise list every pod of the
+// member each time, on the member's API server and here, while its objects
+// are being applied.
 func (w *Worker) heartbeats(ctx context.Context) {
-	go w.watchNamespaces(ctx)
+	namespaces := w.watchNamespaces(ctx)
 	t := time.NewTicker(w.cfg.HeartbeatPeriod)
 	defer t.Stop()
+	var last *events.MemberHeartbeat
+	full := true
 	for {
-		w.heartbeat(ctx)
+		if full || last == nil || !last.Healthy || namespaces == nil || !namespaces.HasSynced() {
+			last = Properties(ctx, w.applier.Dynamic(), w.cfg.Cluster, time.Now())
+		} else {
+			last = withNamespaces(last, namespaces.GetStore().List(), time.Now())
+		}
+		w.heartbeat(ctx, last)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			full = true
 		case <-w.beatSoon:
 			select {
 			case <-ctx.Done():
 				return
 			case <-time.After(namespaceSettle):
 			}
+			full = false
 			t.Reset(w.cfg.HeartbeatPeriod)
 		}
 	}
 }
 
-// watchNamespaces asks for a heartbeat when a namespace is created or deleted
-// on the member (not for those listed at start: the first heartbeat has them).
-func (w *Worker) watchNamespaces(ctx context.Context) {
+// watchNamespaces watches the member's namespaces and asks for a heartbeat
+// when one is created or deleted (not for those listed at start: the first
+// heartbeat has them). It returns the watch, nil if it could not start.
+func (w *Worker) watchNamespaces(ctx context.Context) cache.SharedIndexInformer {
 	factory := dynamicinformer.NewDynamicSharedInformerFactory(w.applier.Watching(), 0)
 	inf := factory.ForResource(namespacesGVR).Informer()
 	soon := func() {
@@ -79,15 +96,45 @@ func (w *Worker) watchNamespaces(ctx context.Context) {
 	})
 	if err != nil {
 		w.log.Warn("namespaces are not watched; heartbeats report them every period only", "err", err)
-		return
+		return nil
 	}
 	factory.Start(ctx.Done())
-	<-ctx.Done()
-	factory.Shutdown()
+	go func() {
+		<-ctx.Done()
+		factory.Shutdown()
+	}()
+	return inf
 }
 
-func (w *Worker) heartbeat(ctx context.Context) {
-	hb := Properties(ctx, w.applier.Dynamic(), w.cfg.Cluster, time.Now())
+// withNamespaces is hb observed again at now with the namespaces of objs
+// (the watch's), the first api.MaxMemberNamespaces by name as a list gives
+// them; the properties keep their own observation times.
+func withNamespaces(hb *events.MemberHeartbeat, objs []any, now time.Time) *events.MemberHeartbeat {
+	names := make([]string, 0, len(objs))
+	owners := make(map[string]string, len(objs))
+	for _, o := range objs {
+		ns, ok := o.(*unstructured.Unstructured)
+		if !ok {
+			continue
+		}
+		owner := ""
+		if tokens := manifest.OwnerTokens(ns.GetLabels()); len(tokens) > 0 {
+			owner = tokens[0]
+		}
+		names = append(names, ns.GetName())
+		owners[ns.GetName()] = owner
+	}
+	slices.Sort(names)
+	out := *hb
+	out.ObservedAt = now.UTC()
+	out.Namespaces = make(map[string]string, min(len(names), api.MaxMemberNamespaces))
+	for _, n := range names[:min(len(names), api.MaxMemberNamespaces)] {
+		out.Namespaces[n] = owners[n]
+	}
+	return &out
+}
+
+func (w *Worker) heartbeat(ctx context.Context, hb *events.MemberHeartbeat) {
 	subject, err := events.HeartbeatSubject(w.cfg.Cluster)
 	if err != nil {
 		w.log.Error("cannot publish a heartbeat", "err", err)

@@ -57,7 +57,7 @@ func (w *Worker) reconnect(ctx context.Context) {
 			w.queue.Forget(it)
 			w.queue.Add(it)
 		}
-		w.heartbeat(ctx)
+		w.heartbeat(ctx, Properties(ctx, w.applier.Dynamic(), w.cfg.Cluster, time.Now()))
 	}
 }
 

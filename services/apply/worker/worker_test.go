@@ -19,6 +19,7 @@ import (
 	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/events/bus"
 	"github.com/flotilla-dev/flotilla/harness/poll"
+	"github.com/flotilla-dev/flotilla/services/apply/manifest"
 	"github.com/flotilla-dev/flotilla/services/apply/worker"
 )
 
@@ -200,6 +201,36 @@ func TestHeartbeat(t *testing.T) {
 		if owner, ok := hb.Namespaces[ns]; !ok || owner != "" {
 			t.Errorf("namespace %s in the heartbeat: %q, %v (namespaces %v)", ns, owner, ok, hb.Namespaces)
 		}
+	}
+}
+
+// TestNamespaceHeartbeat: a namespace created on the member is in a
+// heartbeat soon, long before the period is up, with the owner Flotilla
+// marked it with, and that heartbeat still carries the member's properties.
+func TestNamespaceHeartbeat(t *testing.T) {
+	f := newFleet(t)
+	f.start("member-1", func(c *worker.Config) { c.HeartbeatPeriod = time.Hour })
+	f.waitHeartbeat("member-1", "the first", func(hb *events.MemberHeartbeat) bool { return hb.Healthy })
+	ns := name(t, "")
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "Namespace",
+		"metadata": map[string]any{"name": ns, "labels": map[string]any{manifest.ManagedByLabel: manifest.ManagedByValue, manifest.OwnerLabel("web"): manifest.OwnerValue}},
+	}}
+	if _, err := client(t, "member-1").Resource(namespaces).Create(t.Context(), u, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = client(t, "member-1").Resource(namespaces).Delete(context.Background(), ns, metav1.DeleteOptions{})
+	})
+	hb := f.waitHeartbeat("member-1", "the new namespace", func(hb *events.MemberHeartbeat) bool {
+		_, ok := hb.Namespaces[ns]
+		return ok
+	})
+	if owner := hb.Namespaces[ns]; owner != manifest.OwnerTokens(u.GetLabels())[0] {
+		t.Errorf("namespace %s reported as created by %q", ns, owner)
+	}
+	if !hb.Healthy || hb.Properties[api.NodeCountProperty].Value == "" {
+		t.Errorf("the heartbeat for a namespace lost the member's properties: %+v", hb)
 	}
 }
 
