@@ -82,27 +82,24 @@ func (r *rollout) upsertHubResource(ctx context.Context, tx pgx.Tx, ev cloudeven
 	// The row changes only for a newer event (by stream sequence): replicas
 	// may handle two events about one object in either order. The guard is
 	// repeated in the statement for a row another replica creates meanwhile.
-	prev, err := lockHubRow(ctx, tx, id)
-	if err != nil {
-		return err
-	}
-	if prev != nil && prev.seq >= int64(m.Sequence) {
-		return nil // a newer event about the object was handled first
-	}
-	if _, err := tx.Exec(ctx, `
+	prev, concerned, err := writeHubRow(ctx, tx, id, `
 		insert into hub_resources (api_group, version, kind, namespace, name, manifest, content_hash, event_seq, event_id)
 		values ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 		on conflict (api_group, version, kind, namespace, name) do update set
 			manifest = excluded.manifest, content_hash = excluded.content_hash, deleted = false,
 			event_seq = excluded.event_seq, event_id = excluded.event_id, updated_at = now()
 		where hub_resources.event_seq < excluded.event_seq`,
-		id.Group, id.Version, id.Kind, id.Namespace, id.Name, stored, hash, int64(m.Sequence), ev.ID()); err != nil {
+		id.Group, id.Version, id.Kind, id.Namespace, id.Name, stored, hash, int64(m.Sequence), ev.ID())
+	if err != nil {
 		return fmt.Errorf("store hub resource %s %s: %w", id.Kind, id.Name, err)
+	}
+	if prev != nil && prev.seq >= int64(m.Sequence) {
+		return nil // a newer event about the object was handled first
 	}
 	if prev != nil && !prev.deleted && prev.hash == hash {
 		return nil // same content: no placement's selection changes
 	}
-	return r.hubChanged(ctx, tx, id, now)
+	return r.reselect(ctx, tx, concerned, now)
 }
 
 // deleteHubResource marks a manifest deleted in the hub store. The row stays
@@ -110,26 +107,20 @@ func (r *rollout) upsertHubResource(ctx context.Context, tx pgx.Tx, ev cloudeven
 // cannot bring it back.
 func (r *rollout) deleteHubResource(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, m bus.Meta, p *events.HubResourceDeleted, now time.Time) error {
 	id := p.Resource
-	prev, err := lockHubRow(ctx, tx, id)
-	if err != nil {
-		return err
-	}
-	if prev != nil && prev.seq >= int64(m.Sequence) {
-		return nil
-	}
-	if _, err := tx.Exec(ctx, `
+	prev, concerned, err := writeHubRow(ctx, tx, id, `
 		insert into hub_resources (api_group, version, kind, namespace, name, manifest, content_hash, deleted, event_seq, event_id)
 		values ($1, $2, $3, $4, $5, 'null', '', true, $6, $7)
 		on conflict (api_group, version, kind, namespace, name) do update set
 			deleted = true, event_seq = excluded.event_seq, event_id = excluded.event_id, updated_at = now()
 		where hub_resources.event_seq < excluded.event_seq`,
-		id.Group, id.Version, id.Kind, id.Namespace, id.Name, int64(m.Sequence), ev.ID()); err != nil {
+		id.Group, id.Version, id.Kind, id.Namespace, id.Name, int64(m.Sequence), ev.ID())
+	if err != nil {
 		return fmt.Errorf("delete hub resource %s %s: %w", id.Kind, id.Name, err)
 	}
-	if prev == nil || prev.deleted {
-		return nil // it was not in the hub store
+	if prev == nil || prev.deleted || prev.seq >= int64(m.Sequence) {
+		return nil // it was not in the hub store, or a newer event was handled first
 	}
-	return r.hubChanged(ctx, tx, id, now)
+	return r.reselect(ctx, tx, concerned, now)
 }
 
 // hubRow is what the handlers need of a stored hub object.
@@ -137,22 +128,6 @@ type hubRow struct {
 	hash    string
 	deleted bool
 	seq     int64
-}
-
-// lockHubRow reads and locks an object's row; nil when there is none.
-func lockHubRow(ctx context.Context, tx pgx.Tx, id api.ResourceIdentifier) (*hubRow, error) {
-	var h hubRow
-	err := tx.QueryRow(ctx, `
-		select content_hash, deleted, event_seq from hub_resources
-		where api_group = $1 and version = $2 and kind = $3 and namespace = $4 and name = $5
-		for update`, id.Group, id.Version, id.Kind, id.Namespace, id.Name).Scan(&h.hash, &h.deleted, &h.seq)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read hub resource %s %s: %w", id.Kind, id.Name, err)
-	}
-	return &h, nil
 }
 
 // selectorsLock is a PostgreSQL advisory lock between hub changes (shared)
@@ -163,56 +138,83 @@ func lockHubRow(ctx context.Context, tx pgx.Tx, id api.ResourceIdentifier) (*hub
 // hub change committed.
 const selectorsLock = 0x666c6f74696c6c61 // "flotilla"
 
-// hubChanged opens or extends the coalescing window (snapshot.DueAt) of the
-// live placements whose selectors may concern the changed object: their
-// selections are evaluated when changes pause, so a burst costs one
-// evaluation per placement, and placements the change cannot concern cost
-// nothing.
+// writeHubRow runs, in one round trip to PostgreSQL, what every event about
+// a hub object needs: it reads and locks the object's row (prev, nil when
+// there is none), runs write (guarded by the event's sequence: replicas may
+// handle two events about one object in either order, and the guard also
+// covers a row another replica creates meanwhile), takes the selectors lock
+// shared and finds the live placements whose selectors may concern the
+// object. The statements run in order in the transaction, each with its own
+// snapshot, so the placements are read after the lock is held.
 //
-// The concerned rows are locked, in name order so that concurrent handlers
-// cannot deadlock: a reconcile evaluating a selection right now (it holds
-// the row) may not have seen this change and will close the window when it
-// commits, so the window must be reopened after it.
-func (r *rollout) hubChanged(ctx context.Context, tx pgx.Tx, id api.ResourceIdentifier, now time.Time) error {
-	if _, err := tx.Exec(ctx, `select pg_advisory_xact_lock_shared($1)`, int64(selectorsLock)); err != nil {
-		return fmt.Errorf("find placements to re-select: %w", err)
-	}
-	// PostgreSQL leaves out the placements none of whose selectors has the object's kind,
-	// or Namespace for a namespaced object: with a thousand placements, decoding every
-	// one's selectors for each hub change was most of a burst's cost. MayConcern decides
-	// on the rest; selectors that are not an array of objects are decoded, and concern
-	// the change when they do not decode, as before.
-	rows, err := tx.Query(ctx, `
+// PostgreSQL leaves out the placements none of whose selectors has the
+// object's kind, or Namespace for a namespaced object: with a thousand
+// placements, decoding every one's selectors for each hub change was most of
+// a burst's cost. MayConcern decides on the rest; selectors that are not an
+// array of objects are decoded, and concern the change when they do not
+// decode.
+func writeHubRow(ctx context.Context, tx pgx.Tx, id api.ResourceIdentifier, write string, args ...any) (*hubRow, []string, error) {
+	var (
+		b         pgx.Batch
+		prev      *hubRow
+		concerned []string
+	)
+	b.Queue(`
+		select content_hash, deleted, event_seq from hub_resources
+		where api_group = $1 and version = $2 and kind = $3 and namespace = $4 and name = $5
+		for update`, id.Group, id.Version, id.Kind, id.Namespace, id.Name).QueryRow(func(row pgx.Row) error {
+		var h hubRow
+		err := row.Scan(&h.hash, &h.deleted, &h.seq)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read the stored row: %w", err)
+		}
+		prev = &h
+		return nil
+	})
+	b.Queue(write, args...)
+	b.Queue(`select pg_advisory_xact_lock_shared($1)`, int64(selectorsLock))
+	b.Queue(`
 		select name, spec->'resourceSelectors' from rollout_placements
 		where not deleted and spec is not null and (
 			coalesce(jsonb_typeof(spec->'resourceSelectors'), 'null') <> 'array'
 			or exists (select 1 from jsonb_array_elements(spec->'resourceSelectors') s
 				where jsonb_typeof(s) <> 'object' or s->>'kind' = $1 or ($2 and s->>'kind' = 'Namespace')))`,
-		id.Kind, id.Namespace != "")
-	if err != nil {
-		return fmt.Errorf("find placements to re-select: %w", err)
-	}
-	var concerned []string
-	for rows.Next() {
-		var name string
-		var raw []byte
-		if err := rows.Scan(&name, &raw); err != nil {
+		id.Kind, id.Namespace != "").Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var name string
+			var raw []byte
+			if err := rows.Scan(&name, &raw); err != nil {
+				return fmt.Errorf("find placements to re-select: %w", err)
+			}
+			var selectors []api.ClusterResourceSelector
+			if err := json.Unmarshal(raw, &selectors); err != nil || selection.MayConcern(selectors, id) {
+				concerned = append(concerned, name)
+			}
+		}
+		if err := rows.Err(); err != nil {
 			return fmt.Errorf("find placements to re-select: %w", err)
 		}
-		var selectors []api.ClusterResourceSelector
-		if err := json.Unmarshal(raw, &selectors); err != nil || selection.MayConcern(selectors, id) {
-			concerned = append(concerned, name)
-		}
+		return nil
+	})
+	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
+		return nil, nil, err
 	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("find placements to re-select: %w", err)
-	}
-	return r.reselect(ctx, tx, concerned, now)
+	return prev, concerned, nil
 }
 
-// reselect opens or extends the coalescing window of the named placements
-// (those that exist, are live and have a spec), locking their rows in name
-// order (see hubChanged).
+// reselect opens or extends the coalescing window (snapshot.DueAt) of the
+// named placements (those that exist, are live and have a spec): their
+// selections are evaluated when changes pause, so a burst costs one
+// evaluation per placement, and placements a change cannot concern cost
+// nothing.
+//
+// The rows are locked, in name order so that concurrent handlers cannot
+// deadlock: a reconcile evaluating a selection right now (it holds the row)
+// may not have seen this change and will close the window when it commits,
+// so the window must be reopened after it.
 func (r *rollout) reselect(ctx context.Context, tx pgx.Tx, names []string, now time.Time) error {
 	if len(names) == 0 {
 		return nil
