@@ -35,6 +35,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -59,6 +60,7 @@ type options struct {
 	logLevel       string
 	trace          bool
 	idle           int
+	cpuProfile     string
 }
 
 func main() {
@@ -75,14 +77,28 @@ func main() {
 	flag.StringVar(&o.logLevel, "log-level", "info", "level of the services' log (in <data-dir>/flotilla.log)")
 	flag.BoolVar(&o.trace, "trace", false, "print every event of each measured change, with its offset, to stderr")
 	flag.IntVar(&o.idle, "idle-placements", 0, "small placements to put in place before the measured runs (a fleet that already holds work)")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (the whole Flotilla stack runs in it) to this file")
 	flag.Parse()
 	if o.runs < 1 || o.warmup < 0 || o.members < 1 {
 		fmt.Fprintln(os.Stderr, "latency: -runs and -members must be at least 1, -warmup at least 0")
 		os.Exit(2)
 	}
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "latency: -cpuprofile: %v\n", err)
+			os.Exit(2)
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, o, os.Stdout, os.Stderr)
 	stop()
+	if o.cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "latency: %v\n", err)
 		os.Exit(1)
