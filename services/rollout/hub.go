@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	"github.com/jackc/pgx/v5"
@@ -19,10 +22,10 @@ import (
 	"github.com/flotilla-dev/flotilla/services/rollout/snapshot"
 )
 
-// upsertHubResource stores a manifest in the hub store, stripped of the
-// fields an API server fills in, and opens the coalescing window of the
-// placements when its content changed.
-func (r *rollout) upsertHubResource(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, m bus.Meta, p *events.HubResourceUpserted, now time.Time) error {
+// upsertHubResource queues on w the storing of a manifest in the hub store,
+// stripped of the fields an API server fills in; the flush opens the
+// coalescing window of the placements when its content changed.
+func (r *rollout) upsertHubResource(ctx context.Context, w *hubWrites, ev cloudevents.Event, m bus.Meta, p *events.HubResourceUpserted) error {
 	given, err := r.hubManifest(ctx, p)
 	if err != nil {
 		return err
@@ -82,45 +85,29 @@ func (r *rollout) upsertHubResource(ctx context.Context, tx pgx.Tx, ev cloudeven
 	// The row changes only for a newer event (by stream sequence): replicas
 	// may handle two events about one object in either order. The guard is
 	// repeated in the statement for a row another replica creates meanwhile.
-	prev, concerned, err := writeHubRow(ctx, tx, id, `
+	w.add(ctx, hubWrite{id: id, seq: int64(m.Sequence), hash: hash, sql: `
 		insert into hub_resources (api_group, version, kind, namespace, name, manifest, content_hash, event_seq, event_id)
 		values ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 		on conflict (api_group, version, kind, namespace, name) do update set
 			manifest = excluded.manifest, content_hash = excluded.content_hash, deleted = false,
 			event_seq = excluded.event_seq, event_id = excluded.event_id, updated_at = now()
 		where hub_resources.event_seq < excluded.event_seq`,
-		id.Group, id.Version, id.Kind, id.Namespace, id.Name, stored, hash, int64(m.Sequence), ev.ID())
-	if err != nil {
-		return fmt.Errorf("store hub resource %s %s: %w", id.Kind, id.Name, err)
-	}
-	if prev != nil && prev.seq >= int64(m.Sequence) {
-		return nil // a newer event about the object was handled first
-	}
-	if prev != nil && !prev.deleted && prev.hash == hash {
-		return nil // same content: no placement's selection changes
-	}
-	return r.reselect(ctx, tx, concerned, now)
+		args: []any{id.Group, id.Version, id.Kind, id.Namespace, id.Name, stored, hash, int64(m.Sequence), ev.ID()}})
+	return nil
 }
 
-// deleteHubResource marks a manifest deleted in the hub store. The row stays
-// with the deleting event's sequence, so an older upsert delivered late
-// cannot bring it back.
-func (r *rollout) deleteHubResource(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, m bus.Meta, p *events.HubResourceDeleted, now time.Time) error {
+// deleteHubResource queues on w the marking of a manifest deleted in the
+// hub store. The row stays with the deleting event's sequence, so an older
+// upsert delivered late cannot bring it back.
+func (r *rollout) deleteHubResource(ctx context.Context, w *hubWrites, ev cloudevents.Event, m bus.Meta, p *events.HubResourceDeleted) {
 	id := p.Resource
-	prev, concerned, err := writeHubRow(ctx, tx, id, `
+	w.add(ctx, hubWrite{id: id, seq: int64(m.Sequence), deletion: true, sql: `
 		insert into hub_resources (api_group, version, kind, namespace, name, manifest, content_hash, deleted, event_seq, event_id)
 		values ($1, $2, $3, $4, $5, 'null', '', true, $6, $7)
 		on conflict (api_group, version, kind, namespace, name) do update set
 			deleted = true, event_seq = excluded.event_seq, event_id = excluded.event_id, updated_at = now()
 		where hub_resources.event_seq < excluded.event_seq`,
-		id.Group, id.Version, id.Kind, id.Namespace, id.Name, int64(m.Sequence), ev.ID())
-	if err != nil {
-		return fmt.Errorf("delete hub resource %s %s: %w", id.Kind, id.Name, err)
-	}
-	if prev == nil || prev.deleted || prev.seq >= int64(m.Sequence) {
-		return nil // it was not in the hub store, or a newer event was handled first
-	}
-	return r.reselect(ctx, tx, concerned, now)
+		args: []any{id.Group, id.Version, id.Kind, id.Namespace, id.Name, int64(m.Sequence), ev.ID()}})
 }
 
 // hubRow is what the handlers need of a stored hub object.
@@ -138,71 +125,146 @@ type hubRow struct {
 // hub change committed.
 const selectorsLock = 0x666c6f74696c6c61 // "flotilla"
 
-// writeHubRow runs, in one round trip to PostgreSQL, what every event about
-// a hub object needs: it reads and locks the object's row (prev, nil when
-// there is none), runs write (guarded by the event's sequence: replicas may
-// handle two events about one object in either order, and the guard also
-// covers a row another replica creates meanwhile), takes the selectors lock
-// shared and finds the live placements whose selectors may concern the
-// object. The statements run in order in the transaction, each with its own
-// snapshot, so the placements are read after the lock is held.
+// hubWrite is one hub event's write to the hub store, prepared (decoded,
+// checked, sealed) and waiting to be sent with the others of its batch.
+type hubWrite struct {
+	ctx      context.Context // the event's, whose trace a snapshot it causes carries on
+	id       api.ResourceIdentifier
+	seq      int64  // the event's stream sequence
+	hash     string // of the new content; "" for a deletion
+	deletion bool
+	sql      string // the write, guarded by seq
+	args     []any
+}
+
+// changes says whether the write changes what placements can select, given
+// the row it found (nil: none).
+func (w hubWrite) changes(prev *hubRow) bool {
+	switch {
+	case prev != nil && prev.seq >= w.seq:
+		return false // a newer event about the object was handled first
+	case w.deletion:
+		return prev != nil && !prev.deleted
+	default:
+		return prev == nil || prev.deleted || prev.hash != w.hash
+	}
+}
+
+// hubWrites are the hub events of a batch that follow one another, sent to
+// PostgreSQL in one round trip (flushHubWrites) before the next other event
+// of the batch runs, or at its end.
+type hubWrites struct {
+	writes []hubWrite
+}
+
+func (w *hubWrites) add(ctx context.Context, hw hubWrite) {
+	hw.ctx = ctx
+	w.writes = append(w.writes, hw)
+}
+
+// flushHubWrites sends the queued writes in one round trip: for each, in
+// order, it reads and locks the object's row and runs the write (guarded by
+// the event's sequence: replicas may handle two events about one object in
+// either order, and the guard also covers a row another replica creates
+// meanwhile); then it takes the selectors lock shared and finds the live
+// placements whose selectors may concern the objects. The statements run in
+// order in the transaction, each with its own snapshot, so the placements
+// are read after the lock is held. The placements a changed object may
+// concern are re-selected.
 //
-// PostgreSQL leaves out the placements none of whose selectors has the
-// object's kind, or Namespace for a namespaced object: with a thousand
+// PostgreSQL leaves out the placements none of whose selectors has one of
+// the objects' kinds, or Namespace for a namespaced object: with a thousand
 // placements, decoding every one's selectors for each hub change was most of
 // a burst's cost. MayConcern decides on the rest; selectors that are not an
 // array of objects are decoded, and concern the change when they do not
 // decode.
-func writeHubRow(ctx context.Context, tx pgx.Tx, id api.ResourceIdentifier, write string, args ...any) (*hubRow, []string, error) {
-	var (
-		b         pgx.Batch
-		prev      *hubRow
-		concerned []string
-	)
-	b.Queue(`
-		select content_hash, deleted, event_seq from hub_resources
-		where api_group = $1 and version = $2 and kind = $3 and namespace = $4 and name = $5
-		for update`, id.Group, id.Version, id.Kind, id.Namespace, id.Name).QueryRow(func(row pgx.Row) error {
-		var h hubRow
-		err := row.Scan(&h.hash, &h.deleted, &h.seq)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("read the stored row: %w", err)
-		}
-		prev = &h
+func (r *rollout) flushHubWrites(ctx context.Context, tx pgx.Tx, w *hubWrites, now time.Time) error {
+	writes := w.writes
+	w.writes = nil
+	if len(writes) == 0 {
 		return nil
-	})
-	b.Queue(write, args...)
+	}
+	var (
+		b          pgx.Batch
+		prevs      = make([]*hubRow, len(writes))
+		kinds      []string
+		namespaced bool
+		candidates []candidate
+	)
+	for i, hw := range writes {
+		b.Queue(`
+			select content_hash, deleted, event_seq from hub_resources
+			where api_group = $1 and version = $2 and kind = $3 and namespace = $4 and name = $5
+			for update`, hw.id.Group, hw.id.Version, hw.id.Kind, hw.id.Namespace, hw.id.Name).QueryRow(func(row pgx.Row) error {
+			var h hubRow
+			err := row.Scan(&h.hash, &h.deleted, &h.seq)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("read hub resource %s %s: %w", hw.id.Kind, hw.id.Name, err)
+			}
+			prevs[i] = &h
+			return nil
+		})
+		b.Queue(hw.sql, hw.args...).Exec(func(pgconn.CommandTag) error { return nil })
+		if !slices.Contains(kinds, hw.id.Kind) {
+			kinds = append(kinds, hw.id.Kind)
+		}
+		namespaced = namespaced || hw.id.Namespace != ""
+	}
 	b.Queue(`select pg_advisory_xact_lock_shared($1)`, int64(selectorsLock))
 	b.Queue(`
 		select name, spec->'resourceSelectors' from rollout_placements
 		where not deleted and spec is not null and (
 			coalesce(jsonb_typeof(spec->'resourceSelectors'), 'null') <> 'array'
 			or exists (select 1 from jsonb_array_elements(spec->'resourceSelectors') s
-				where jsonb_typeof(s) <> 'object' or s->>'kind' = $1 or ($2 and s->>'kind' = 'Namespace')))`,
-		id.Kind, id.Namespace != "").Query(func(rows pgx.Rows) error {
+				where jsonb_typeof(s) <> 'object' or s->>'kind' = any($1) or ($2 and s->>'kind' = 'Namespace')))`,
+		kinds, namespaced).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
-			var name string
-			var raw []byte
-			if err := rows.Scan(&name, &raw); err != nil {
-				return fmt.Errorf("find placements to re-select: %w", err)
+			var c candidate
+			if err := rows.Scan(&c.name, &c.selectors); err != nil {
+				return err
 			}
-			var selectors []api.ClusterResourceSelector
-			if err := json.Unmarshal(raw, &selectors); err != nil || selection.MayConcern(selectors, id) {
-				concerned = append(concerned, name)
-			}
+			candidates = append(candidates, c)
 		}
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("find placements to re-select: %w", err)
-		}
-		return nil
+		return rows.Err()
 	})
 	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
-		return nil, nil, err
+		return fmt.Errorf("store %d hub resource(s): %w", len(writes), err)
 	}
-	return prev, concerned, nil
+
+	var changed []hubWrite
+	for i, hw := range writes {
+		if hw.changes(prevs[i]) {
+			changed = append(changed, hw)
+		}
+	}
+	if len(changed) == 0 {
+		return nil
+	}
+	var concerned []string
+	for _, c := range candidates {
+		var selectors []api.ClusterResourceSelector
+		if err := json.Unmarshal(c.selectors, &selectors); err != nil {
+			concerned = append(concerned, c.name)
+			continue
+		}
+		for _, hw := range changed {
+			if selection.MayConcern(selectors, hw.id) {
+				concerned = append(concerned, c.name)
+				break
+			}
+		}
+	}
+	// The last change's trace goes on to the snapshots it causes.
+	return r.reselect(changed[len(changed)-1].ctx, tx, concerned, now)
+}
+
+// candidate is a placement whose selectors may concern a hub change.
+type candidate struct {
+	name      string
+	selectors []byte
 }
 
 // reselect opens or extends the coalescing window (snapshot.DueAt) of the

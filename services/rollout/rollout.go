@@ -236,11 +236,32 @@ func (r *rollout) handle(ctx context.Context, batch []bus.Delivery) error {
 	if len(evs) == 0 {
 		return nil
 	}
-	var later reconciles
+	var (
+		later reconciles
+		hub   hubWrites
+	)
 	ran, err := inbox.HandleBatchThen(ctx, r.env.Pool, consumer, evs, func(ctx context.Context, tx pgx.Tx, i int) error {
 		// Within the event's trace, which the work and progress it causes carry on.
-		return r.apply(kept[i].Context(ctx), tx, evs[i], metas[i], payloads[i], &later)
-	}, func(ctx context.Context, tx pgx.Tx) error { return r.reconcileLater(ctx, tx, &later) })
+		ctx = kept[i].Context(ctx)
+		// Hub events that follow one another go to PostgreSQL together,
+		// before any other event of the batch runs.
+		switch p := payloads[i].(type) {
+		case *events.HubResourceUpserted:
+			return r.upsertHubResource(ctx, &hub, evs[i], metas[i], p)
+		case *events.HubResourceDeleted:
+			r.deleteHubResource(ctx, &hub, evs[i], metas[i], p)
+			return nil
+		}
+		if err := r.flushHubWrites(ctx, tx, &hub, r.now()); err != nil {
+			return err
+		}
+		return r.apply(ctx, tx, evs[i], metas[i], payloads[i], &later)
+	}, func(ctx context.Context, tx pgx.Tx) error {
+		if err := r.flushHubWrites(ctx, tx, &hub, r.now()); err != nil {
+			return err
+		}
+		return r.reconcileLater(ctx, tx, &later)
+	})
 	if err != nil {
 		return err
 	}
@@ -259,10 +280,6 @@ func (r *rollout) handle(ctx context.Context, batch []bus.Delivery) error {
 func (r *rollout) apply(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, m bus.Meta, payload any, later *reconciles) error {
 	now := r.now()
 	switch p := payload.(type) {
-	case *events.HubResourceUpserted:
-		return r.upsertHubResource(ctx, tx, ev, m, p, now)
-	case *events.HubResourceDeleted:
-		return r.deleteHubResource(ctx, tx, ev, m, p, now)
 	case *events.PlacementUpserted:
 		return r.upsertPlacement(ctx, tx, m, p, now)
 	case *events.PlacementDeleted:

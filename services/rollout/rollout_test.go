@@ -284,6 +284,37 @@ func TestABurstOfHubChangesMakesOneSnapshot(t *testing.T) {
 	f.waitWork("member-1", "burst", 1)
 }
 
+// TestABurstAboutOneObjectEndsWithItsLastEvent: hub events handled together
+// (one round trip for a batch of them) keep their order: of three versions
+// of one object, the placement gets the last, and an object deleted in the
+// same burst leaves it.
+func TestABurstAboutOneObjectEndsWithItsLastEvent(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, rollout.Config{})
+	f.start()
+	f.hub(namespaceManifest("last"), configMap("last", "kept", "v0"), configMap("last", "gone", "x"))
+	f.place(crp("last", namespace("last")))
+	f.schedule("last", 1, []string{"member-1"}, nil)
+	f.waitWork("member-1", "last", 0)
+
+	f.hub(configMap("last", "kept", "v1"), configMap("last", "kept", "v2"))
+	f.hubDelete(api.ResourceIdentifier{Version: "v1", Kind: "ConfigMap", Namespace: "last", Name: "gone"})
+	f.hub(configMap("last", "kept", "v3"))
+	poll.Until(t, patience, "work with the burst's last state", func() error {
+		ws := f.works("member-1", "last")
+		w := ws[len(ws)-1]
+		var got []string
+		for _, m := range w.Manifests {
+			got = append(got, string(m))
+		}
+		all := strings.Join(got, "\n")
+		if len(w.Manifests) != 2 || !strings.Contains(all, `"v3"`) || strings.Contains(all, `"gone"`) {
+			return fmt.Errorf("latest work (index %d) carries %s", w.ResourceIndex, all)
+		}
+		return nil
+	})
+}
+
 func TestANewPlacementWhoseObjectsAreKnownIsSnapshottedAtOnce(t *testing.T) {
 	t.Parallel()
 	// A window no test waits out: the snapshot can only come without it.
