@@ -41,6 +41,8 @@ type batch struct {
 	// placement's once the batch has written it.
 	cache   *foldCache
 	version map[string]string
+	// audits are the batch's events for the audit log (writeAudit).
+	audits []auditRow
 }
 
 // pendingFold is one placement in a batch.

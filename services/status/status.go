@@ -167,6 +167,9 @@ func (s *server) handle(ctx context.Context, deliveries []bus.Delivery) error {
 		// Within the event's trace, which the status changes it causes carry on.
 		return s.fold(deliveries[i].Context(ctx), tx, b, deliveries[i])
 	}, func(ctx context.Context, tx pgx.Tx) error {
+		if err := writeAudit(ctx, tx, b.audits); err != nil {
+			return err
+		}
 		if err := s.flush(ctx, tx, b); err != nil {
 			return err
 		}
@@ -194,9 +197,7 @@ func (s *server) fold(ctx context.Context, tx pgx.Tx, b *batch, d bus.Delivery) 
 	if at.IsZero() {
 		at = d.Meta.Time
 	}
-	if err := audit(ctx, tx, ev, at); err != nil {
-		return err
-	}
+	b.audit(ev, at)
 	seq := int64(d.Meta.Sequence)
 	switch p := s.decode(ev).(type) {
 	case *events.MemberJoined:
@@ -321,20 +322,39 @@ func redacted(ev cloudevents.Event) cloudevents.Event {
 	return ev
 }
 
-// audit records ev in the audit log. Data that is not JSON is recorded
-// without its payload.
-func audit(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, at time.Time) error {
+// auditRow is an event as the audit log records it.
+type auditRow struct {
+	id, typ, source, subject string
+	at                       time.Time
+	payload                  []byte // nil when the data is not JSON
+}
+
+// audit queues ev for the audit log; writeAudit records the batch's events
+// at its end, in one round trip. Data that is not JSON is recorded without
+// its payload.
+func (b *batch) audit(ev cloudevents.Event, at time.Time) {
 	var payload []byte
 	if data := ev.Data(); json.Valid(data) {
 		payload = data
 	}
-	_, err := tx.Exec(ctx, `
-		insert into audit_log (event_id, type, source, subject, time, payload)
-		values ($1, $2, $3, $4, $5, $6)
-		on conflict (event_id) do nothing`,
-		ev.ID(), ev.Type(), ev.Source(), ev.Subject(), at, payload)
-	if err != nil {
-		return fmt.Errorf("audit %s: %w", ev.ID(), err)
+	b.audits = append(b.audits, auditRow{id: ev.ID(), typ: ev.Type(), source: ev.Source(), subject: ev.Subject(), at: at, payload: payload})
+}
+
+// writeAudit records rows in the audit log, each once.
+func writeAudit(ctx context.Context, tx pgx.Tx, rows []auditRow) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	var q pgx.Batch
+	for _, r := range rows {
+		q.Queue(`
+			insert into audit_log (event_id, type, source, subject, time, payload)
+			values ($1, $2, $3, $4, $5, $6)
+			on conflict (event_id) do nothing`,
+			r.id, r.typ, r.source, r.subject, r.at, r.payload)
+	}
+	if err := tx.SendBatch(ctx, &q).Close(); err != nil {
+		return fmt.Errorf("audit %d event(s): %w", len(rows), err)
 	}
 	return nil
 }
