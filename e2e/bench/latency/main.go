@@ -69,7 +69,7 @@ func main() {
 	flag.IntVar(&o.warmup, "warmup", 1, "runs before the measured ones, not counted (warm caches, first connections)")
 	flag.IntVar(&o.members, "members", 3, "local member clusters")
 	flag.DurationVar(&o.poll, "poll", 50*time.Millisecond, "how often to query the status service between status events")
-	flag.DurationVar(&o.settle, "settle", 500*time.Millisecond, "pause after a placement is available before the hub change")
+	flag.DurationVar(&o.settle, "settle", 500*time.Millisecond, "pause before each new placement, after it is available before its hub change, and between Flotilla, kubectl and client-go")
 	flag.DurationVar(&o.timeout, "timeout", 3*time.Minute, "bound on each measured change")
 	flag.StringVar(&o.maxUnavailable, "max-unavailable", "", "strategy.rollingUpdate.maxUnavailable of the placements (default Fleet's 25%)")
 	flag.StringVar(&o.dataDir, "data-dir", "", "standalone's data dir (default a fresh temporary one, removed at the end)")
@@ -212,14 +212,20 @@ func (b *bench) runAll(ctx context.Context, o options, strategy string, out io.W
 	return nil
 }
 
-// runOnce makes the same changes with Flotilla, kubectl and client-go.
+// runOnce makes the same changes with Flotilla, kubectl and client-go. Each
+// starts after the settle pause: the members' controllers are still creating
+// the ReplicaSets and pods of the previous one's Deployments when it returns,
+// and whichever came next would pay for that.
 func (b *bench) runOnce(ctx context.Context, label, maxUnavailable string) (f placementRun, k, c baselineRun, err error) {
+	time.Sleep(b.settle)
 	if f, err = b.runFlotilla(ctx, label, maxUnavailable); err != nil {
 		return f, k, c, err
 	}
+	time.Sleep(b.settle)
 	if k, err = b.runKubectl(ctx, label); err != nil {
 		return f, k, c, err
 	}
+	time.Sleep(b.settle)
 	c, err = b.runClientGo(ctx, label)
 	return f, k, c, err
 }
