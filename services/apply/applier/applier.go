@@ -60,7 +60,7 @@ type Applier struct {
 	meta     metadata.Interface
 	disc     discovery.CachedDiscoveryInterface
 	mapper   *restmapper.DeferredDiscoveryRESTMapper
-	// workers bounds the objects of a wave processed at once: MaxInFlight
+	// workers bounds the objects of a run processed at once: MaxInFlight
 	// (each has one request in flight at a time; more would only wait).
 	workers  int
 	log      *slog.Logger
