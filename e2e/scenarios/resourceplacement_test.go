@@ -222,12 +222,3 @@ func (s *stack) tryResourcePlacement(t *testing.T, namespace, name string) (*api
 	}
 	return &rp, nil
 }
-
-func (s *stack) resourcePlacement(t *testing.T, namespace, name string) *api.ClusterResourcePlacement {
-	t.Helper()
-	rp, err := s.tryResourcePlacement(t, namespace, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rp
-}

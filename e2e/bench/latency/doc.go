@@ -1,5 +1,49 @@
 package main
 
+// Issue 19, 2026-11-24 (later session), at 76a8de7 and after, 2-core machine, quiet
+// (load average 1.5-2.5 from the benchmark itself), FLOTILLA_KUBE_BIN_DIR=... go run
+// ./e2e/bench/latency -runs 20, two runs in a row:
+//
+//	new placement → Applied=True (status event)   p50 223 / p90 332 ms   p50 218 / p90 326 ms
+//	new placement → every object (watch)          p50 170 / p90 244 ms   p50 172 / p90 187 ms
+//	client-go, same run                           p50 115 / p90 145 ms   p50  88 / p90 174 ms
+//	ratio of the Applied p50 to client-go's       1.9×                   2.5×
+//	hub change → Applied=True (status event)      p50 190 / p90 214 ms   p50 192 / p90 233 ms
+//
+// Stage p50s of the first: placement on the bus 6 ms, scheduled 12, snapshot 17, work to
+// the 3 members 25-27, objects on member #1 127 (+100 applying), #2 145, #3 170, last
+// report 177, Applied 223 (+45: the status service, see below). The session's start, at
+// e917e17, measured p50 298 / p90 400 ms (3.0× client-go's p50 101) in the same way.
+//
+// What changed, each measured on its own against the build before it (same sitting):
+//
+//   - a heartbeat for a namespace change reads the namespace watch instead of listing every
+//     node, pod and namespace of the member (adbcd39): the lists were a quarter of the
+//     standalone's CPU in this benchmark, and ran 250 ms into each new placement, during the
+//     next members' applies. 264-282 → 211 ms p50, p90 334-360 → 312 ms.
+//   - objects wait for what they need rather than for whole waves (722e256): the Deployments
+//     no longer wait for the slowest of the 11 ConfigMaps, ServiceAccounts and Roles.
+//     298 → 264-282 ms p50 (p90 400 → 334-360) in the pair it was measured in.
+//   - the rollout sends a hub event's statements in one round trip (2cbe9bd), then the hub
+//     events that follow one another in a batch together (e28affa): the 20 hub objects before
+//     the placement take 3-4 ms of the rollout's batch instead of ~36 ms. 211 → 193 ms p50
+//     (p90 256) in a good sitting; the second step did not show in an A/B pair, the machine's
+//     noise (±25% between sittings) being larger than it.
+//   - the status service writes a batch's audit rows in one round trip (b8d5bf5).
+//   - this program now pauses -settle before each contender (76a8de7): Flotilla's new
+//     placement used to start as the members' controllers were still creating the pods of
+//     the client-go baseline's Deployments, which put fleetctl's own stage at 24-35 ms
+//     instead of 6 ms. kubectl and client-go get the same pause.
+//
+// What is left is CPU: the three kube-apiservers use about 30% of the machine during a run,
+// this process (every Flotilla service and the observers) about 12%, PostgreSQL little. The
+// apply itself is at the bare loop's figure (objects on every member 170 ms against
+// client-go's 88-115 ms for the same 63 objects, with the dependency levels client-go
+// skips), and the status service's ~45 ms after the last report is about nine round trips
+// to PostgreSQL (begin, inbox, report check, report rows, placement lock, fold, status
+// rows, versions, commit) whose backends wait for a CPU while the apiservers finish: the
+// same queries take 0.1 ms in a quiet moment and 12-23 ms then.
+
 // At 7f94ab4 (main, with the change below and the incremental status fold), on a quiet
 // machine (load average 1.8-2.4), FLOTILLA_KUBE_BIN_DIR=... go run ./e2e/bench/latency -runs 20:
 //
