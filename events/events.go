@@ -140,3 +140,22 @@ func Validate(ev cloudevents.Event) error {
 	_, err := Decode(ev)
 	return err
 }
+
+// ExtensionLast is the CloudEvents extension attribute that marks the last
+// event of one publisher's burst: the last change of a `fleetctl apply`, or
+// of one of hubsync's passes. Nothing that publisher is sending follows it,
+// so the rollout cuts the snapshots the burst's hub changes concern at once
+// rather than waiting for the burst to pause (its coalescing window). Its
+// value is "true". An event without it changes nothing: the window applies.
+const ExtensionLast = "flotillalast"
+
+// MarkLast marks ev as the last of its publisher's burst (ExtensionLast).
+func MarkLast(ev *cloudevents.Event) {
+	ev.SetExtension(ExtensionLast, "true")
+}
+
+// IsLast reports whether ev is marked as the last of its publisher's burst.
+func IsLast(ev cloudevents.Event) bool {
+	v, _ := ev.Extensions()[ExtensionLast].(string)
+	return v == "true"
+}

@@ -85,7 +85,7 @@ func (r *rollout) upsertHubResource(ctx context.Context, w *hubWrites, ev cloude
 	// The row changes only for a newer event (by stream sequence): replicas
 	// may handle two events about one object in either order. The guard is
 	// repeated in the statement for a row another replica creates meanwhile.
-	w.add(ctx, hubWrite{id: id, seq: int64(m.Sequence), hash: hash, sql: `
+	w.add(ctx, hubWrite{id: id, seq: int64(m.Sequence), hash: hash, last: events.IsLast(ev), sql: `
 		insert into hub_resources (api_group, version, kind, namespace, name, manifest, content_hash, event_seq, event_id)
 		values ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 		on conflict (api_group, version, kind, namespace, name) do update set
@@ -101,7 +101,7 @@ func (r *rollout) upsertHubResource(ctx context.Context, w *hubWrites, ev cloude
 // upsert delivered late cannot bring it back.
 func (r *rollout) deleteHubResource(ctx context.Context, w *hubWrites, ev cloudevents.Event, m bus.Meta, p *events.HubResourceDeleted) {
 	id := p.Resource
-	w.add(ctx, hubWrite{id: id, seq: int64(m.Sequence), deletion: true, sql: `
+	w.add(ctx, hubWrite{id: id, seq: int64(m.Sequence), deletion: true, last: events.IsLast(ev), sql: `
 		insert into hub_resources (api_group, version, kind, namespace, name, manifest, content_hash, deleted, event_seq, event_id)
 		values ($1, $2, $3, $4, $5, 'null', '', true, $6, $7)
 		on conflict (api_group, version, kind, namespace, name) do update set
@@ -133,6 +133,7 @@ type hubWrite struct {
 	seq      int64  // the event's stream sequence
 	hash     string // of the new content; "" for a deletion
 	deletion bool
+	last     bool   // the event ends its publisher's burst (events.IsLast)
 	sql      string // the write, guarded by seq
 	args     []any
 }
@@ -257,8 +258,14 @@ func (r *rollout) flushHubWrites(ctx context.Context, tx pgx.Tx, w *hubWrites, n
 			}
 		}
 	}
-	// The last change's trace goes on to the snapshots it causes.
-	return r.reselect(changed[len(changed)-1].ctx, tx, concerned, now)
+	// The last change's trace goes on to the snapshots it causes. When the
+	// publisher's burst ended here, nothing more is coming for the window to
+	// gather: the placements are evaluated at once.
+	window := r.window
+	if slices.ContainsFunc(writes, func(hw hubWrite) bool { return hw.last }) {
+		window = 0
+	}
+	return r.reselect(changed[len(changed)-1].ctx, tx, concerned, now, window)
 }
 
 // candidate is a placement whose selectors may concern a hub change.
@@ -271,13 +278,13 @@ type candidate struct {
 // named placements (those that exist, are live and have a spec): their
 // selections are evaluated when changes pause, so a burst costs one
 // evaluation per placement, and placements a change cannot concern cost
-// nothing.
+// nothing. window is the quiet period to wait for; 0 evaluates them at once.
 //
 // The rows are locked, in name order so that concurrent handlers cannot
 // deadlock: a reconcile evaluating a selection right now (it holds the row)
 // may not have seen this change and will close the window when it commits,
 // so the window must be reopened after it.
-func (r *rollout) reselect(ctx context.Context, tx pgx.Tx, names []string, now time.Time) error {
+func (r *rollout) reselect(ctx context.Context, tx pgx.Tx, names []string, now time.Time, window time.Duration) error {
 	if len(names) == 0 {
 		return nil
 	}
@@ -292,7 +299,7 @@ func (r *rollout) reselect(ctx context.Context, tx pgx.Tx, names []string, now t
 	if _, err := tx.Exec(ctx, `update rollout_placements set
 			snapshot_window_opened_at = coalesce(snapshot_window_opened_at, $3),
 			snapshot_due_at = least($2::timestamptz, coalesce(snapshot_window_opened_at, $3) + $4 * interval '1 microsecond')
-		where name = any($1) and not deleted and spec is not null`, names, now.Add(r.window), now, r.maxWait.Microseconds()); err != nil {
+		where name = any($1) and not deleted and spec is not null`, names, now.Add(window), now, r.maxWait.Microseconds()); err != nil {
 		return fmt.Errorf("schedule re-selection: %w", err)
 	}
 	return nil

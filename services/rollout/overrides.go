@@ -135,7 +135,7 @@ func (r *rollout) overrideChanged(ctx context.Context, tx pgx.Tx, o api.Override
 	if o.Placement == nil {
 		return nil
 	}
-	return r.reselect(ctx, tx, []string{o.PlacementKey()}, now)
+	return r.reselect(ctx, tx, []string{o.PlacementKey()}, now, r.window)
 }
 
 func lockOverride(ctx context.Context, tx pgx.Tx, k api.OverrideKey) (*overrideRow, error) {

@@ -315,6 +315,48 @@ func TestABurstAboutOneObjectEndsWithItsLastEvent(t *testing.T) {
 	})
 }
 
+// TestTheLastChangeOfABurstIsSnapshottedAtOnce: a hub change waits for the
+// coalescing window, unless its publisher marks the end of its burst
+// (events.MarkLast, as fleetctl apply does): then the snapshot is cut at
+// once, with the changes that waited.
+func TestTheLastChangeOfABurstIsSnapshottedAtOnce(t *testing.T) {
+	t.Parallel()
+	// A window no test waits out.
+	f := newFixture(t, rollout.Config{SnapshotWindow: time.Hour, SnapshotMaxWait: time.Hour})
+	f.start()
+	f.hub(namespaceManifest("marked"), configMap("marked", "a", "v0"), configMap("marked", "b", "v0"))
+	f.place(crp("marked", namespace("marked")))
+	f.schedule("marked", 1, []string{"member-1"}, nil)
+	f.waitWork("member-1", "marked", 0)
+
+	f.hub(configMap("marked", "a", "v1"))
+	time.Sleep(500 * time.Millisecond)
+	if n := len(f.snapshots("marked")); n != 1 {
+		t.Fatalf("an unmarked change cut a snapshot within the window (%d snapshots)", n)
+	}
+	subject, err := events.HubResourceSubject("", "ConfigMap", "marked", "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := events.New(events.TypeHubResourceUpserted, "/flotilla/test", "", "",
+		events.HubResourceUpserted{Manifest: json.RawMessage(configMap("marked", "b", "v1"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	events.MarkLast(&ev)
+	if _, err := f.Publisher.Publish(t.Context(), subject, ev); err != nil {
+		t.Fatal(err)
+	}
+	w := f.waitWork("member-1", "marked", 1)
+	all := ""
+	for _, m := range w.Manifests {
+		all += string(m)
+	}
+	if strings.Count(all, `"value":"v1"`) != 2 {
+		t.Errorf("the snapshot cut at the burst's end does not carry both changes: %s", all)
+	}
+}
+
 func TestANewPlacementWhoseObjectsAreKnownIsSnapshottedAtOnce(t *testing.T) {
 	t.Parallel()
 	// A window no test waits out: the snapshot can only come without it.

@@ -112,18 +112,27 @@ const maxParallelReads = 16
 //
 // An error names the change it concerns (*ChangeError); changes before it were
 // stored, later ones may have been.
+//
+// The last event published is marked as such (events.MarkLast): the rollout
+// cuts the snapshots the changes concern at once instead of waiting for more.
 func (p *Publisher) PublishAll(ctx context.Context, cs []change.Change) ([]Outcome, error) {
+	return p.publishAll(ctx, cs, true)
+}
+
+// publishAll is PublishAll; markLast says whether its last event ends the
+// whole call's.
+func (p *Publisher) publishAll(ctx context.Context, cs []change.Change, markLast bool) ([]Outcome, error) {
 	out := make([]Outcome, len(cs))
 	seen := map[string]bool{}
 	for i, c := range cs {
 		if seen[c.Subject] {
 			// A subject twice: the first of them must be stored before the
 			// second's id can be derived.
-			head, err := p.PublishAll(ctx, cs[:i])
+			head, err := p.publishAll(ctx, cs[:i], false)
 			if err != nil {
 				return nil, err
 			}
-			tail, err := p.PublishAll(ctx, cs[i:])
+			tail, err := p.publishAll(ctx, cs[i:], markLast)
 			if err != nil {
 				var ce *ChangeError
 				if errors.As(err, &ce) {
@@ -138,6 +147,14 @@ func (p *Publisher) PublishAll(ctx context.Context, cs []change.Change) ([]Outco
 	evs := make([]*cloudevents.Event, len(cs))
 	if err := p.prepare(ctx, cs, evs, out); err != nil {
 		return nil, err
+	}
+	if markLast {
+		for i := len(evs) - 1; i >= 0; i-- {
+			if evs[i] != nil {
+				events.MarkLast(evs[i])
+				break
+			}
+		}
 	}
 	acks := make([]jetstream.PubAckFuture, len(cs))
 	for i, ev := range evs {

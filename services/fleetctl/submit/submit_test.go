@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/flotilla-dev/flotilla/events"
@@ -161,6 +162,15 @@ func TestPublishAllKeepsOrderAndOutcomes(t *testing.T) {
 		}
 		if want := cs[seq-1].Subject; m.Subject != want {
 			t.Errorf("message %d is on %s, want %s", seq, m.Subject, want)
+		}
+		// Only the call's last event ends the burst, though the subject
+		// repeated at the end split the publishing in three.
+		ev, err := bus.Decode(&nats.Msg{Subject: m.Subject, Header: m.Header, Data: m.Data})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if last := events.IsLast(ev); last != (seq == 20) {
+			t.Errorf("message %d marked as the burst's last: %v", seq, last)
 		}
 	}
 	again, err := p.PublishAll(t.Context(), cs)
