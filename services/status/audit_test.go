@@ -240,3 +240,69 @@ func TestDeletedPlacement(t *testing.T) {
 		t.Errorf("re-created placement: %s", mustMarshal(t, r.Result))
 	}
 }
+
+// TestOwnStatusEventsAreAuditedOnce: the status service's own status changes
+// are in the audit log, once each with their payload, though it records them
+// when it emits them rather than when they come back off the bus; a status
+// event without its mark (from an older build) is recorded when consumed.
+func TestOwnStatusEventsAreAuditedOnce(t *testing.T) {
+	f := newFixture(t)
+	f.startStatus(t0)
+	ids := story(f)
+	f.handled(ids["report-member-2"])
+
+	older := f.event(events.TypePlacementStatusChangedV2, "older-status-1", t0,
+		events.PlacementStatusChangedV2{Placement: "web-2-crp", Revision: 1000, Pieces: 1, Generation: 1})
+	f.publish(subject(events.StatusSubject("web-2-crp")), older)
+	f.handled("older-status-1")
+
+	// Every status event on the bus, by id.
+	cons, err := f.JS.OrderedConsumer(t.Context(), bus.StreamEvents, jetstream.OrderedConsumerConfig{FilterSubjects: []string{bus.SubjectsStatus}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	onBus := map[string]bool{}
+	for {
+		m, err := cons.Next(jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			break
+		}
+		ev, err := bus.DecodeJetStream(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		onBus[ev.ID()] = true
+	}
+	if len(onBus) < 3 || !onBus["older-status-1"] {
+		t.Fatalf("%d status events on the bus: %v", len(onBus), onBus)
+	}
+	poll.Until(t, time.Minute, "every status event in the audit log", func() error {
+		rows, err := f.Pool.Query(t.Context(), `select event_id, count(*), bool_and(payload is not null) from audit_log
+			where type = $1 group by event_id`, events.TypePlacementStatusChangedV2)
+		if err != nil {
+			return err
+		}
+		audited := map[string]bool{}
+		for rows.Next() {
+			var id string
+			var n int
+			var payload bool
+			if err := rows.Scan(&id, &n, &payload); err != nil {
+				return err
+			}
+			if n != 1 || !payload {
+				t.Fatalf("status event %s: %d audit rows, payload %v", id, n, payload)
+			}
+			audited[id] = true
+		}
+		for id := range onBus {
+			if !audited[id] {
+				return fmt.Errorf("status event %s is not in the audit log (%d of %d are)", id, len(audited), len(onBus))
+			}
+		}
+		if len(audited) != len(onBus) {
+			return fmt.Errorf("%d status events audited, %d on the bus", len(audited), len(onBus))
+		}
+		return nil
+	})
+}

@@ -212,7 +212,7 @@ func (s *server) foldPlacement(ctx context.Context, tx pgx.Tx, b *batch, ev clou
 	_, deleted := payload.(*events.PlacementDeleted)
 	if deleted {
 		// What the batch changed before the deletion shows first.
-		if err := s.foldStatus(ctx, tx, name, pf); err != nil {
+		if err := s.foldStatus(ctx, tx, b, name, pf); err != nil {
 			return err
 		}
 	}
@@ -234,7 +234,7 @@ func (s *server) foldPlacement(ctx context.Context, tx pgx.Tx, b *batch, ev clou
 	}
 	if deleted && st.in.Placement != nil {
 		// The last status stays for history; watchers see the deletion.
-		return s.emit(ctx, tx, ev, name, st.in.Placement, st.status, st.status, true, nil)
+		return s.emit(ctx, tx, b, ev, name, st.in.Placement, st.status, st.status, true, nil)
 	}
 	pf.dirty, pf.ev, pf.at, pf.ctx = true, ev, at, ctx
 	switch p := payload.(type) {
@@ -259,7 +259,7 @@ func (pf *pendingFold) changedCluster(cluster string) {
 // inputs the batch changed.
 func (s *server) flush(ctx context.Context, tx pgx.Tx, b *batch) error {
 	for _, name := range b.order {
-		if err := s.foldStatus(ctx, tx, name, b.placements[name]); err != nil {
+		if err := s.foldStatus(ctx, tx, b, name, b.placements[name]); err != nil {
 			return err
 		}
 	}
@@ -269,7 +269,7 @@ func (s *server) flush(ctx context.Context, tx pgx.Tx, b *batch) error {
 // foldStatus folds a placement's status from its inputs if they changed, and
 // stores it with its transitions and enqueues PlacementStatusChangedV2 when it
 // changed (or the placement has a new generation).
-func (s *server) foldStatus(ctx context.Context, tx pgx.Tx, name string, pf *pendingFold) error {
+func (s *server) foldStatus(ctx context.Context, tx pgx.Tx, b *batch, name string, pf *pendingFold) error {
 	st := pf.st
 	if !pf.dirty || st.in.Placement == nil || st.in.Deleted {
 		// Not changed, the placement not known yet (nothing to show), or
@@ -340,7 +340,7 @@ func (s *server) foldStatus(ctx context.Context, tx pgx.Tx, name string, pf *pen
 	prev := st.status
 	st.status = next
 	// Within the trace of the last event that changed the placement.
-	return s.emit(pf.ctx, tx, ev, name, st.in.Placement, prev, next, false, only)
+	return s.emit(pf.ctx, tx, b, ev, name, st.in.Placement, prev, next, false, only)
 }
 
 // sameStatus reports whether next is prev, comparing only the entries of the
@@ -470,7 +470,11 @@ func (s *server) warnMismatch(name string, err error) {
 // retried handler emits the same events.
 //
 // only, when not nil, is the clusters whose entry may have changed (see sameStatus).
-func (s *server) emit(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, name string, crp *api.ClusterResourcePlacement, prev, next api.PlacementStatus, deleted bool, only map[string]bool) error {
+//
+// Each event goes into the batch's audit rows as it is enqueued, and carries
+// extensionAudited: the service skips it when it comes back off the bus
+// (handle), so that its own events do not queue before the members' reports.
+func (s *server) emit(ctx context.Context, tx pgx.Tx, b *batch, ev cloudevents.Event, name string, crp *api.ClusterResourcePlacement, prev, next api.PlacementStatus, deleted bool, only map[string]bool) error {
 	var rev int64
 	if err := tx.QueryRow(ctx, `update status_placements set status_revision = status_revision + 1 where name = $1 returning status_revision`,
 		name).Scan(&rev); err != nil {
@@ -493,9 +497,11 @@ func (s *server) emit(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, name
 		if err != nil {
 			return fmt.Errorf("status event for %s: %w", name, err)
 		}
+		e.SetExtension(extensionAudited, "true")
 		if err := outbox.Enqueue(ctx, tx, subject, e); err != nil {
 			return err
 		}
+		b.audit(redacted(e), e.Time())
 	}
 	return nil
 }

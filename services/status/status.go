@@ -16,6 +16,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 
@@ -158,6 +159,10 @@ func Run(ctx context.Context, cfg Config) (err error) {
 // handle records one event in the audit log and folds it, all in one
 // transaction with its inbox row: a redelivered event changes nothing.
 func (s *server) handle(ctx context.Context, deliveries []bus.Delivery) error {
+	deliveries = slices.DeleteFunc(slices.Clone(deliveries), s.auditedAlready)
+	if len(deliveries) == 0 {
+		return nil
+	}
 	evs := make([]cloudevents.Event, len(deliveries))
 	for i, d := range deliveries {
 		evs[i] = d.Event
@@ -167,10 +172,10 @@ func (s *server) handle(ctx context.Context, deliveries []bus.Delivery) error {
 		// Within the event's trace, which the status changes it causes carry on.
 		return s.fold(deliveries[i].Context(ctx), tx, b, deliveries[i])
 	}, func(ctx context.Context, tx pgx.Tx) error {
-		if err := writeAudit(ctx, tx, b.audits); err != nil {
+		if err := s.flush(ctx, tx, b); err != nil {
 			return err
 		}
-		if err := s.flush(ctx, tx, b); err != nil {
+		if err := writeAudit(ctx, tx, b.audits); err != nil {
 			return err
 		}
 		return b.versions(ctx, tx)
@@ -186,6 +191,19 @@ func (s *server) handle(ctx context.Context, deliveries []bus.Delivery) error {
 		}
 	}
 	return nil
+}
+
+// extensionAudited marks the status service's own events, which it records
+// in the audit log in the transaction that emits them (emit).
+const extensionAudited = "flotillaaudited"
+
+// auditedAlready says whether d is one of the service's own status events,
+// recorded in the audit log when it was emitted: nothing is left to do with
+// it. Its subject is the status service's alone (events.CheckSubject), and
+// one emitted by an older build, without the mark, is recorded as any other.
+func (s *server) auditedAlready(d bus.Delivery) bool {
+	v, _ := d.Event.Extensions()[extensionAudited].(string)
+	return v == "true" && d.Event.Type() == events.TypePlacementStatusChangedV2 && d.Event.Source() == s.source
 }
 
 // fold records one event in the audit log and folds it into the status it concerns.
