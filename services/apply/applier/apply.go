@@ -154,9 +154,9 @@ func (r *run) applyWaves(ctx context.Context) {
 		}
 	}
 	s.mu.Lock()
-	release := s.releasable()
+	first := s.releasable()
 	s.mu.Unlock()
-	s.release(ctx, release)
+	s.release(ctx, first)
 
 	var wg sync.WaitGroup
 	for range min(r.a.workers, n) {
@@ -199,7 +199,7 @@ func (s *schedule) started(i int) {
 
 // finished records that object i is done, queues the objects that needed
 // only it, and returns the held objects it releases.
-func (s *schedule) finished(i int) []int {
+func (s *schedule) finished(i int) released {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	wave := s.r.objects[i].obj.Wave
@@ -221,10 +221,18 @@ func (s *schedule) finished(i int) []int {
 	return release
 }
 
+// released are held objects let go, to queue with release. waitCRDs asks
+// to wait for the run's CRDs to be established first: set for the first
+// release only, so that one caller waits.
+type released struct {
+	objs     []int
+	waitCRDs bool
+}
+
 // releasable takes the held objects whose prerequisite waves are done.
 // Called with mu held.
-func (s *schedule) releasable() []int {
-	var out []int
+func (s *schedule) releasable() released {
+	var out released
 	for wave := manifest.WaveOther; wave < manifest.NumWaves; wave++ {
 		if len(s.held[wave]) == 0 {
 			continue
@@ -234,28 +242,23 @@ func (s *schedule) releasable() []int {
 			done = done && s.inWave[p] == 0
 		}
 		if done {
-			out = append(out, s.held[wave]...)
+			out.objs = append(out.objs, s.held[wave]...)
 			s.held[wave] = nil
 		}
 	}
-	if len(out) > 0 && !s.crdsWaited {
-		// The first release waits for the CRDs below (in release); the
-		// flag is set here so that only one caller does.
-		s.crdsWaited = true
-		out = append([]int{-1}, out...)
+	if len(out.objs) > 0 && !s.crdsWaited {
+		s.crdsWaited, out.waitCRDs = true, true
 	}
 	return out
 }
 
-// release queues held objects; a leading -1 asks to wait for the run's
-// CRDs to be established first. The released objects are not finished,
-// so ready is still open.
-func (s *schedule) release(ctx context.Context, objs []int) {
-	if len(objs) > 0 && objs[0] == -1 {
+// release queues held objects, once the CRDs are established if asked. The
+// released objects are not finished, so ready is still open.
+func (s *schedule) release(ctx context.Context, r released) {
+	if r.waitCRDs {
 		s.r.a.waitForCRDs(ctx, s.r.appliedCRDs())
-		objs = objs[1:]
 	}
-	for _, i := range objs {
+	for _, i := range r.objs {
 		s.ready <- i
 	}
 }
