@@ -304,6 +304,15 @@ func (f *fixture) waitProgress(placement, what string, ok func(revision.Progress
 }
 
 // waitWork waits for the latest work sent to a cluster to have the index.
+// manifestsText is a work's manifests, one per line, for tests that look for values in them.
+func manifestsText(w events.WorkDesired) string {
+	lines := make([]string, len(w.Manifests))
+	for i, m := range w.Manifests {
+		lines[i] = string(m)
+	}
+	return strings.Join(lines, "\n")
+}
+
 func (f *fixture) waitWork(cluster, placement string, index int64) events.WorkDesired {
 	f.t.Helper()
 	var got events.WorkDesired

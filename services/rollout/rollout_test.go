@@ -303,11 +303,7 @@ func TestABurstAboutOneObjectEndsWithItsLastEvent(t *testing.T) {
 	poll.Until(t, patience, "work with the burst's last state", func() error {
 		ws := f.works("member-1", "last")
 		w := ws[len(ws)-1]
-		var got []string
-		for _, m := range w.Manifests {
-			got = append(got, string(m))
-		}
-		all := strings.Join(got, "\n")
+		all := manifestsText(w)
 		if len(w.Manifests) != 2 || !strings.Contains(all, `"v3"`) || strings.Contains(all, `"gone"`) {
 			return fmt.Errorf("latest work (index %d) carries %s", w.ResourceIndex, all)
 		}
@@ -348,10 +344,7 @@ func TestTheLastChangeOfABurstIsSnapshottedAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := f.waitWork("member-1", "marked", 1)
-	all := ""
-	for _, m := range w.Manifests {
-		all += string(m)
-	}
+	all := manifestsText(w)
 	if strings.Count(all, `"value":"v1"`) != 2 {
 		t.Errorf("the snapshot cut at the burst's end does not carry both changes: %s", all)
 	}
