@@ -143,7 +143,7 @@ func Enqueue(ctx context.Context, tx Execer, subject string, ev cloudevents.Even
 func quarantineAtEnqueue(ctx context.Context, tx Execer, subject string, ev cloudevents.Event, headers, payload []byte, size, limit int64) error {
 	q := quarantine{eventID: ev.ID(), typ: ev.Type(), subject: subject, size: size, limit: limit}
 	q.reason = q.overLimit()
-	tag, err := tx.Exec(ctx, `
+	_, err := tx.Exec(ctx, `
 		insert into outbox (event_id, subject, type, headers, payload, size, quarantined_at, quarantine_reason)
 		values ($1, $2, $3, $4, $5, $6, now(), $7)
 		on conflict (event_id) do nothing`,
@@ -151,9 +151,9 @@ func quarantineAtEnqueue(ctx context.Context, tx Execer, subject string, ev clou
 	if err != nil {
 		return fmt.Errorf("enqueue %s: quarantine: %w", ev.ID(), err)
 	}
-	if tag.RowsAffected() == 0 {
-		return nil // enqueued before
-	}
+	// The notice's id is the event's: enqueuing it again, for an event
+	// enqueued before, is a no-op too. (tx may only queue the statement,
+	// so what it affected is not known here.)
 	return q.notify(ctx, tx, ev.Source())
 }
 

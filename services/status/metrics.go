@@ -15,6 +15,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/platform/metrics"
+	"github.com/flotilla-dev/flotilla/platform/pipeline"
 )
 
 // placementMetrics are the status service's own metrics: placements by
@@ -116,25 +117,22 @@ func newWaitingGauges(pool *pgxpool.Pool) *metrics.Gauges {
 
 // markGeneration records when the placement's current generation came (at,
 // the time of the event that brought it).
-func markGeneration(ctx context.Context, tx pgx.Tx, name string, at time.Time) error {
-	if _, err := tx.Exec(ctx, `update status_placements set generation_at = $2 where name = $1`, name, at); err != nil {
-		return fmt.Errorf("record the generation time of %s: %w", name, err)
-	}
-	return nil
+func markGeneration(w *pipeline.Tx, name string, at time.Time) {
+	w.Queue("record the generation time of "+name, `update status_placements set generation_at = $2 where name = $1`, name, at)
 }
 
 // noteAvailable observes the time to Available when the placement's status
 // turns Available at its generation gen, from prev to next, for the first
 // time; at is the time of the event that did it.
-func (m *placementMetrics) noteAvailable(ctx context.Context, tx pgx.Tx, name string, gen int64, prev, next []metav1.Condition, at time.Time) error {
+func (m *placementMetrics) noteAvailable(ctx context.Context, w *pipeline.Tx, name string, gen int64, prev, next []metav1.Condition, at time.Time) error {
 	if m == nil || !turnsAvailable(prev, next, gen) {
 		return nil
 	}
 	var since *time.Time
-	err := tx.QueryRow(ctx, `
+	err := w.QueryRow(ctx, `
 		update status_placements set available_generation = $2
 		where name = $1 and available_generation < $2
-		returning generation_at`, name, gen).Scan(&since)
+		returning generation_at`, []any{name, gen}, &since)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil // this generation was Available before
 	}

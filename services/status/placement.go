@@ -20,6 +20,7 @@ import (
 	"github.com/flotilla-dev/flotilla/events/revision"
 	"github.com/flotilla-dev/flotilla/platform/outbox"
 	"github.com/flotilla-dev/flotilla/platform/pieces"
+	"github.com/flotilla-dev/flotilla/platform/pipeline"
 	"github.com/flotilla-dev/flotilla/services/status/fold"
 )
 
@@ -43,11 +44,23 @@ type batch struct {
 	version map[string]string
 	// audits are the batch's events for the audit log (writeAudit).
 	audits []auditRow
+	// w queues the batch's writes until its next read (pipe).
+	w *pipeline.Tx
+}
+
+// pipe returns the batch's pipeline on tx, its transaction.
+func (b *batch) pipe(tx pgx.Tx) *pipeline.Tx {
+	if b.w == nil {
+		b.w = pipeline.New(tx)
+	}
+	return b.w
 }
 
 // pendingFold is one placement in a batch.
 type pendingFold struct {
 	st *stored
+	// revision is the placement's last status change revision (emit).
+	revision int64
 	// before is the placement as it was when loaded: a new generation stores
 	// a status change even when the status looks the same.
 	before *api.ClusterResourcePlacement
@@ -76,48 +89,70 @@ type pendingFold struct {
 
 // report reads a cluster's report into the inputs, once per batch, unless
 // every report is there already.
-func (pf *pendingFold) report(ctx context.Context, tx pgx.Tx, name, cluster string) error {
-	if pf.allReports || pf.reports[cluster] {
+func (pf *pendingFold) report(ctx context.Context, w *pipeline.Tx, name, cluster string) error {
+	if !pf.needsReport(cluster) {
 		return nil
 	}
-	var (
-		raw []byte
-		seq int64
-	)
-	err := tx.QueryRow(ctx, `select report, event_seq from status_reports where placement = $1 and cluster = $2`,
-		name, cluster).Scan(&raw, &seq)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+	r := newReportRead(name, cluster)
+	if err := w.Read(ctx, &r.Row); err != nil {
 		return fmt.Errorf("load report of %s on %s: %w", name, cluster, err)
 	}
+	return pf.takeReport(r)
+}
+
+func (pf *pendingFold) needsReport(cluster string) bool {
+	return !pf.allReports && !pf.reports[cluster]
+}
+
+// reportRead reads a cluster's report (pendingFold.report).
+type reportRead struct {
+	name, cluster string
+	raw           []byte
+	seq           int64
+	pipeline.Row
+}
+
+func newReportRead(name, cluster string) *reportRead {
+	r := &reportRead{name: name, cluster: cluster}
+	r.Row = pipeline.Row{
+		SQL:  `select report, event_seq from status_reports where placement = $1 and cluster = $2`,
+		Args: []any{name, cluster},
+		Dest: []any{&r.raw, &r.seq},
+	}
+	return r
+}
+
+// takeReport puts a report read into the inputs.
+func (pf *pendingFold) takeReport(r *reportRead) error {
 	if pf.reports == nil {
 		pf.reports = map[string]bool{}
 	}
-	pf.reports[cluster] = true
-	if err != nil {
-		return nil
+	pf.reports[r.cluster] = true
+	if r.Err != nil {
+		return nil // none yet
 	}
-	var r events.WorkReported
-	if err := json.Unmarshal(raw, &r); err != nil {
-		return fmt.Errorf("load report of %s on %s: %w", name, cluster, err)
+	var report events.WorkReported
+	if err := json.Unmarshal(r.raw, &report); err != nil {
+		return fmt.Errorf("load report of %s on %s: %w", r.name, r.cluster, err)
 	}
 	in := &pf.st.in
 	if in.Reports == nil {
 		in.Reports, in.ReportSeqs = map[string]*events.WorkReported{}, map[string]int64{}
 	}
-	in.Reports[cluster], in.ReportSeqs[cluster] = &r, seq
+	in.Reports[r.cluster], in.ReportSeqs[r.cluster] = &report, r.seq
 	return nil
 }
 
 // everyReport reads every report of the placement into the inputs, once.
 // The batch's own are stored already (saveInputs), so the table has them.
-func (pf *pendingFold) everyReport(ctx context.Context, tx pgx.Tx, name string) error {
+func (pf *pendingFold) everyReport(ctx context.Context, w *pipeline.Tx, name string) error {
 	if pf.allReports {
 		return nil
 	}
 	var raw []byte
-	err := tx.QueryRow(ctx, `
+	err := w.QueryRow(ctx, `
 		select coalesce(jsonb_agg(jsonb_build_object('report', r.report, 'seq', r.event_seq)), '[]')
-		from status_reports r where r.placement = $1`, name).Scan(&raw)
+		from status_reports r where r.placement = $1`, []any{name}, &raw)
 	if err != nil {
 		return fmt.Errorf("load reports of %s: %w", name, err)
 	}
@@ -139,15 +174,20 @@ func (pf *pendingFold) everyReport(ctx context.Context, tx pgx.Tx, name string) 
 
 // load returns the placement's pending fold, loading and locking it the first
 // time the batch needs it.
-func (b *batch) load(ctx context.Context, tx pgx.Tx, name string) (*pendingFold, error) {
+func (b *batch) load(ctx context.Context, w *pipeline.Tx, name string) (*pendingFold, error) {
+	return b.loadLocked(ctx, w, name, nil)
+}
+
+// loadLocked is load with the placement's lock read already, if l is not nil.
+func (b *batch) loadLocked(ctx context.Context, w *pipeline.Tx, name string, l *lockRead) (*pendingFold, error) {
 	if pf := b.placements[name]; pf != nil {
 		return pf, nil
 	}
-	st, err := loadPlacement(ctx, tx, name, b.cache)
+	st, revision, err := loadPlacement(ctx, w, name, b.cache, l)
 	if err != nil {
 		return nil, err
 	}
-	pf := &pendingFold{st: st, before: st.in.Placement}
+	pf := &pendingFold{st: st, revision: revision, before: st.in.Placement}
 	if b.placements == nil {
 		b.placements = map[string]*pendingFold{}
 	}
@@ -161,10 +201,14 @@ func (b *batch) load(ctx context.Context, tx pgx.Tx, name string) (*pendingFold,
 // stays locked until commit, so replicas fold one placement's events one at a
 // time. A piece of a decision or of rollout progress is folded once its
 // revision is whole and next in line; until then it waits in status_pieces.
-func (s *server) foldPlacement(ctx context.Context, tx pgx.Tx, b *batch, ev cloudevents.Event, name string, payload any, seq int64, at time.Time) error {
+func (s *server) foldPlacement(ctx context.Context, w *pipeline.Tx, b *batch, ev cloudevents.Event, name string, payload any, seq int64, at time.Time) error {
 	apply := func(in *fold.Inputs) (bool, error) { return in.Apply(payload, seq, at) }
 	switch p := payload.(type) {
 	case *events.PlacementScheduledV2:
+		tx, err := w.Direct(ctx)
+		if err != nil {
+			return err
+		}
 		revs, err := receive(ctx, s, tx, name, kindDecision, *p)
 		if err != nil || len(revs) == 0 {
 			return err
@@ -176,6 +220,10 @@ func (s *server) foldPlacement(ctx context.Context, tx pgx.Tx, b *batch, ev clou
 			return true, nil
 		}
 	case *events.SnapshotCreated:
+		tx, err := w.Direct(ctx)
+		if err != nil {
+			return err
+		}
 		whole, err := s.receiveSnapshot(ctx, tx, name, p)
 		if err != nil || whole == nil {
 			return err
@@ -183,6 +231,10 @@ func (s *server) foldPlacement(ctx context.Context, tx pgx.Tx, b *batch, ev clou
 		payload = whole
 		apply = func(in *fold.Inputs) (bool, error) { return in.ApplySnapshot(whole), nil }
 	case *events.RolloutProgressedV2:
+		tx, err := w.Direct(ctx)
+		if err != nil {
+			return err
+		}
 		revs, err := receive(ctx, s, tx, name, kindProgress, *p)
 		if err != nil || len(revs) == 0 {
 			return err
@@ -194,17 +246,17 @@ func (s *server) foldPlacement(ctx context.Context, tx pgx.Tx, b *batch, ev clou
 			return true, nil
 		}
 	}
-	pf, err := b.load(ctx, tx, name)
+	pf, err := b.load(ctx, w, name)
 	if err != nil {
 		return err
 	}
 	st := pf.st
 	switch p := payload.(type) {
 	case *events.WorkReported:
-		err = pf.report(ctx, tx, name, p.Cluster)
+		err = pf.report(ctx, w, name, p.Cluster)
 	case *events.OutboxQuarantined:
 		// The notice notes the report the cluster had made then.
-		err = pf.report(ctx, tx, name, p.Cluster)
+		err = pf.report(ctx, w, name, p.Cluster)
 	}
 	if err != nil {
 		return err
@@ -212,7 +264,7 @@ func (s *server) foldPlacement(ctx context.Context, tx pgx.Tx, b *batch, ev clou
 	_, deleted := payload.(*events.PlacementDeleted)
 	if deleted {
 		// What the batch changed before the deletion shows first.
-		if err := s.foldStatus(ctx, tx, b, name, pf); err != nil {
+		if err := s.foldStatus(ctx, w, b, name, pf); err != nil {
 			return err
 		}
 	}
@@ -229,12 +281,12 @@ func (s *server) foldPlacement(ctx context.Context, tx pgx.Tx, b *batch, ev clou
 	if !changed {
 		return nil
 	}
-	if err := saveInputs(ctx, tx, ev, name, &st.in, payload); err != nil {
+	if err := saveInputs(w, ev, name, &st.in, payload); err != nil {
 		return err
 	}
 	if deleted && st.in.Placement != nil {
 		// The last status stays for history; watchers see the deletion.
-		return s.emit(ctx, tx, b, ev, name, st.in.Placement, st.status, st.status, true, nil)
+		return s.emit(ctx, w, b, pf, ev, name, st.status, st.status, true, nil)
 	}
 	pf.dirty, pf.ev, pf.at, pf.ctx = true, ev, at, ctx
 	switch p := payload.(type) {
@@ -257,9 +309,9 @@ func (pf *pendingFold) changedCluster(cluster string) {
 
 // flush folds, stores and announces the status of every placement whose
 // inputs the batch changed.
-func (s *server) flush(ctx context.Context, tx pgx.Tx, b *batch) error {
+func (s *server) flush(ctx context.Context, w *pipeline.Tx, b *batch) error {
 	for _, name := range b.order {
-		if err := s.foldStatus(ctx, tx, b, name, b.placements[name]); err != nil {
+		if err := s.foldStatus(ctx, w, b, name, b.placements[name]); err != nil {
 			return err
 		}
 	}
@@ -269,7 +321,7 @@ func (s *server) flush(ctx context.Context, tx pgx.Tx, b *batch) error {
 // foldStatus folds a placement's status from its inputs if they changed, and
 // stores it with its transitions and enqueues PlacementStatusChangedV2 when it
 // changed (or the placement has a new generation).
-func (s *server) foldStatus(ctx context.Context, tx pgx.Tx, b *batch, name string, pf *pendingFold) error {
+func (s *server) foldStatus(ctx context.Context, w *pipeline.Tx, b *batch, name string, pf *pendingFold) error {
 	st := pf.st
 	if !pf.dirty || st.in.Placement == nil || st.in.Deleted {
 		// Not changed, the placement not known yet (nothing to show), or
@@ -286,7 +338,7 @@ func (s *server) foldStatus(ctx context.Context, tx pgx.Tx, b *batch, name strin
 		next, ok = fold.Refold(&st.in, st.status, pf.changed, at)
 	}
 	if !ok {
-		if err := pf.everyReport(ctx, tx, name); err != nil {
+		if err := pf.everyReport(ctx, w, name); err != nil {
 			return err
 		}
 		next, only = fold.Status(&st.in, st.status, at), nil
@@ -295,9 +347,7 @@ func (s *server) foldStatus(ctx context.Context, tx pgx.Tx, b *batch, name strin
 	newGeneration := pf.before == nil || pf.before.Generation != st.in.Placement.Generation
 	pf.before = st.in.Placement
 	if newGeneration {
-		if err := markGeneration(ctx, tx, name, at); err != nil {
-			return err
-		}
+		markGeneration(w, name, at)
 	}
 	if !newGeneration && sameStatus(st.status, next, only) {
 		return nil
@@ -311,8 +361,8 @@ func (s *server) foldStatus(ctx context.Context, tx pgx.Tx, b *batch, name strin
 		return fmt.Errorf("encode status of %s: %w", name, err)
 	}
 	gen := st.in.Generation()
-	batch := &pgx.Batch{}
-	batch.Queue(`
+	what := "store status of " + name
+	w.Queue(what, `
 		insert into placement_status (placement, status, observed_generation, updated_at, conditions)
 		values ($1, $2, $3, $4, $5)
 		on conflict (placement) do update set status = excluded.status,
@@ -325,22 +375,19 @@ func (s *server) foldStatus(ctx context.Context, tx pgx.Tx, b *batch, name strin
 			cluster = &t.Cluster
 		}
 		c := t.Condition
-		batch.Queue(`
+		w.Queue(what, `
 			insert into placement_status_transitions
 				(placement, cluster, condition_type, status, reason, message, observed_generation, event_id, at)
 			values ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
 			name, cluster, c.Type, string(c.Status), c.Reason, c.Message, c.ObservedGeneration, ev.ID(), at)
 	}
-	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-		return fmt.Errorf("store status of %s: %w", name, err)
-	}
-	if err := s.metrics.noteAvailable(ctx, tx, name, gen, st.status.Conditions, next.Conditions, at); err != nil {
+	if err := s.metrics.noteAvailable(ctx, w, name, gen, st.status.Conditions, next.Conditions, at); err != nil {
 		return err
 	}
 	prev := st.status
 	st.status = next
 	// Within the trace of the last event that changed the placement.
-	return s.emit(pf.ctx, tx, b, ev, name, st.in.Placement, prev, next, false, only)
+	return s.emit(pf.ctx, w, b, pf, ev, name, prev, next, false, only)
 }
 
 // sameStatus reports whether next is prev, comparing only the entries of the
@@ -474,13 +521,12 @@ func (s *server) warnMismatch(name string, err error) {
 // Each event goes into the batch's audit rows as it is enqueued, and carries
 // extensionAudited: the service skips it when it comes back off the bus
 // (handle), so that its own events do not queue before the members' reports.
-func (s *server) emit(ctx context.Context, tx pgx.Tx, b *batch, ev cloudevents.Event, name string, crp *api.ClusterResourcePlacement, prev, next api.PlacementStatus, deleted bool, only map[string]bool) error {
-	var rev int64
-	if err := tx.QueryRow(ctx, `update status_placements set status_revision = status_revision + 1 where name = $1 returning status_revision`,
-		name).Scan(&rev); err != nil {
-		return fmt.Errorf("count the status changes of %s: %w", name, err)
-	}
-	pieces, err := changePieces(name, rev, crp.Generation, prev, next, deleted, only)
+func (s *server) emit(ctx context.Context, w *pipeline.Tx, b *batch, pf *pendingFold, ev cloudevents.Event, name string, prev, next api.PlacementStatus, deleted bool, only map[string]bool) error {
+	// The row is locked: the revision read with the lock is the last.
+	pf.revision++
+	rev := pf.revision
+	w.Queue("count the status changes of "+name, `update status_placements set status_revision = $2 where name = $1`, name, rev)
+	pieces, err := changePieces(name, rev, pf.st.in.Placement.Generation, prev, next, deleted, only)
 	if err != nil {
 		return bus.Permanent(fmt.Errorf("status event for %s: %w", name, err))
 	}
@@ -498,7 +544,7 @@ func (s *server) emit(ctx context.Context, tx pgx.Tx, b *batch, ev cloudevents.E
 			return fmt.Errorf("status event for %s: %w", name, err)
 		}
 		e.SetExtension(extensionAudited, "true")
-		if err := outbox.Enqueue(ctx, tx, subject, e); err != nil {
+		if err := outbox.Enqueue(ctx, w, subject, e); err != nil {
 			return err
 		}
 		b.audit(redacted(e), e.Time())
@@ -561,40 +607,36 @@ func boundedConditions(conds []metav1.Condition) []metav1.Condition {
 // loadPlacement reads and locks a placement's inputs and current status,
 // creating its row if this is the first event about it. The apply reports are
 // left out: the batch reads those it needs (pendingFold.report, everyReport).
-func loadPlacement(ctx context.Context, tx pgx.Tx, name string, cache *foldCache) (*stored, error) {
-	// The row is locked first, with its version and the work held in
-	// quarantine (rarely any); the rest is read only when the cache does not
-	// hold this version.
-	const lock = `
-		select p.xmin::text || '/' || coalesce(s.xmin::text, '-'),
-			(select coalesce(jsonb_agg(jsonb_build_object('Notice', q.notice, 'ReportIndex', q.report_index,
-				'ReportGeneration', q.report_generation)), '[]') from status_quarantine q where q.placement = p.name)
-		from status_placements p left join placement_status s on s.placement = p.name
-		where p.name = $1
-		for update of p`
-	var (
-		version     string
-		quarantined []byte
-	)
-	err := tx.QueryRow(ctx, lock, name).Scan(&version, &quarantined)
-	if errors.Is(err, pgx.ErrNoRows) {
-		if _, err := tx.Exec(ctx, `insert into status_placements (name) values ($1) on conflict do nothing`, name); err != nil {
-			return nil, fmt.Errorf("create status row of %s: %w", name, err)
+// l is the lock read already, or nil. It returns the placement's last status
+// change revision too, which emit counts from.
+func loadPlacement(ctx context.Context, w *pipeline.Tx, name string, cache *foldCache, l *lockRead) (*stored, int64, error) {
+	if l == nil {
+		l = newLockRead(name)
+		if err := w.Read(ctx, &l.Row); err != nil {
+			return nil, 0, fmt.Errorf("load status inputs of %s: %w", name, err)
 		}
-		err = tx.QueryRow(ctx, lock, name).Scan(&version, &quarantined)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("load status inputs of %s: %w", name, err)
+	if errors.Is(l.Err, pgx.ErrNoRows) {
+		w.Queue("create status row of "+name, `insert into status_placements (name) values ($1) on conflict do nothing`, name)
+		l = newLockRead(name)
+		if err := w.Read(ctx, &l.Row); err != nil {
+			return nil, 0, fmt.Errorf("load status inputs of %s: %w", name, err)
+		}
 	}
+	if l.Err != nil {
+		return nil, 0, fmt.Errorf("load status inputs of %s: %w", name, l.Err)
+	}
+	version, quarantined := l.version, l.quarantined
 	st := cache.take(name, version)
 	if st == nil {
-		if st, err = readPlacement(ctx, tx, name); err != nil {
-			return nil, err
+		var err error
+		if st, err = readPlacement(ctx, w, name); err != nil {
+			return nil, 0, err
 		}
 	}
 	var held []*fold.Quarantine
 	if err := json.Unmarshal(quarantined, &held); err != nil {
-		return nil, fmt.Errorf("load status inputs of %s: %w", name, err)
+		return nil, 0, fmt.Errorf("load status inputs of %s: %w", name, err)
 	}
 	for _, q := range held {
 		if st.in.Quarantined == nil {
@@ -602,12 +644,76 @@ func loadPlacement(ctx context.Context, tx pgx.Tx, name string, cache *foldCache
 		}
 		st.in.Quarantined[q.Notice.Cluster] = q
 	}
-	return st, nil
+	return st, l.revision, nil
+}
+
+// lockRead locks a placement's row, and reads its version and the work held
+// in quarantine (rarely any); loadPlacement reads the rest only when the
+// cache does not hold this version.
+type lockRead struct {
+	version     string
+	quarantined []byte
+	revision    int64
+	pipeline.Row
+}
+
+func newLockRead(name string) *lockRead {
+	l := &lockRead{}
+	l.Row = pipeline.Row{
+		SQL: `
+		select p.xmin::text || '/' || coalesce(s.xmin::text, '-'), p.status_revision,
+			(select coalesce(jsonb_agg(jsonb_build_object('Notice', q.notice, 'ReportIndex', q.report_index,
+				'ReportGeneration', q.report_generation)), '[]') from status_quarantine q where q.placement = p.name)
+		from status_placements p left join placement_status s on s.placement = p.name
+		where p.name = $1
+		for update of p`,
+		Args: []any{name},
+		Dest: []any{&l.version, &l.revision, &l.quarantined},
+	}
+	return l
+}
+
+// readForReport reads in one round trip what a report needs: whether it is
+// expected (reportExpected), and, unless the batch holds them already, its
+// placement, locked, and the cluster's last report.
+func (b *batch) readForReport(ctx context.Context, w *pipeline.Tx, name, cluster string) (bool, error) {
+	expected := newExpectedRead(name, cluster)
+	reads := []*pipeline.Row{&expected.Row}
+	pf := b.placements[name]
+	var (
+		l *lockRead
+		r *reportRead
+	)
+	if pf == nil {
+		l = newLockRead(name)
+		reads = append(reads, &l.Row)
+	}
+	if pf == nil || pf.needsReport(cluster) {
+		r = newReportRead(name, cluster)
+		reads = append(reads, &r.Row)
+	}
+	if err := w.Read(ctx, reads...); err != nil {
+		return false, fmt.Errorf("check report of %s on %s: %w", name, cluster, err)
+	}
+	if l != nil && l.Err == nil {
+		var err error
+		if pf, err = b.loadLocked(ctx, w, name, l); err != nil {
+			return false, err
+		}
+	}
+	if pf != nil && r != nil {
+		// Without the placement's row (its first event), the report
+		// is read again once the row is made.
+		if err := pf.takeReport(r); err != nil {
+			return false, err
+		}
+	}
+	return expected.ok, nil
 }
 
 // readPlacement reads and decodes a placement's fold inputs and status; its row is
 // locked already.
-func readPlacement(ctx context.Context, tx pgx.Tx, name string) (*stored, error) {
+func readPlacement(ctx context.Context, w *pipeline.Tx, name string) (*stored, error) {
 	const query = `
 		select p.placement, p.work_generation, p.deleted, p.spec_seq, p.decision, p.snapshot, p.rollout, s.status
 		from status_placements p left join placement_status s on s.placement = p.name
@@ -616,7 +722,7 @@ func readPlacement(ctx context.Context, tx pgx.Tx, name string) (*stored, error)
 		st                                             stored
 		placement, decision, snapshot, rollout, status []byte
 	)
-	if err := tx.QueryRow(ctx, query, name).Scan(&placement, &st.in.WorkGeneration, &st.in.Deleted, &st.in.SpecSeq,
+	if err := w.QueryRow(ctx, query, []any{name}, &placement, &st.in.WorkGeneration, &st.in.Deleted, &st.in.SpecSeq,
 		&decision, &snapshot, &rollout, &status); err != nil {
 		return nil, fmt.Errorf("load status inputs of %s: %w", name, err)
 	}
@@ -639,26 +745,23 @@ func readPlacement(ctx context.Context, tx pgx.Tx, name string) (*stored, error)
 
 // versions reads the version of each placement the batch loaded, once it has
 // written them all, for the cache.
-func (b *batch) versions(ctx context.Context, tx pgx.Tx) error {
+func (b *batch) versions(ctx context.Context, w *pipeline.Tx) error {
 	if b.cache == nil || len(b.order) == 0 {
 		return nil
 	}
-	rows, err := tx.Query(ctx, `
+	b.version = map[string]string{}
+	err := w.Query(ctx, `
 		select p.name, p.xmin::text || '/' || coalesce(s.xmin::text, '-')
 		from status_placements p left join placement_status s on s.placement = p.name
-		where p.name = any($1)`, b.order)
-	if err != nil {
-		return fmt.Errorf("read versions of %d placements: %w", len(b.order), err)
-	}
-	b.version = map[string]string{}
-	for rows.Next() {
+		where p.name = any($1)`, []any{b.order}, func(rows pgx.Rows) error {
 		var name, version string
 		if err := rows.Scan(&name, &version); err != nil {
-			return fmt.Errorf("read versions of %d placements: %w", len(b.order), err)
+			return err
 		}
 		b.version[name] = version
-	}
-	if err := rows.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("read versions of %d placements: %w", len(b.order), err)
 	}
 	return nil
@@ -672,48 +775,42 @@ func (b *batch) keep() {
 }
 
 // saveInputs stores the inputs the payload changed.
-func saveInputs(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, name string, in *fold.Inputs, payload any) error {
+func saveInputs(w *pipeline.Tx, ev cloudevents.Event, name string, in *fold.Inputs, payload any) error {
 	if n, ok := payload.(*events.OutboxQuarantined); ok {
-		return saveQuarantine(ctx, tx, ev, name, in.Quarantined[n.Cluster])
+		return saveQuarantine(w, ev, name, in.Quarantined[n.Cluster])
 	}
 	if r, ok := payload.(*events.WorkReported); ok {
 		if in.Quarantined[r.Cluster] == nil {
-			if _, err := tx.Exec(ctx, `delete from status_quarantine where placement = $1 and cluster = $2`, name, r.Cluster); err != nil {
-				return fmt.Errorf("clear quarantined work of %s on %s: %w", name, r.Cluster, err)
-			}
+			w.Queue(fmt.Sprintf("clear quarantined work of %s on %s", name, r.Cluster),
+				`delete from status_quarantine where placement = $1 and cluster = $2`, name, r.Cluster)
 		}
 		stored := in.Reports[r.Cluster]
 		if stored == nil {
-			if _, err := tx.Exec(ctx, `delete from status_reports where placement = $1 and cluster = $2`, name, r.Cluster); err != nil {
-				return fmt.Errorf("delete report of %s on %s: %w", name, r.Cluster, err)
-			}
+			w.Queue(fmt.Sprintf("delete report of %s on %s", name, r.Cluster),
+				`delete from status_reports where placement = $1 and cluster = $2`, name, r.Cluster)
 			return nil
 		}
 		args, err := jsonArgs(stored)
-		if err == nil {
-			_, err = tx.Exec(ctx, `
-				insert into status_reports (placement, cluster, report, observed_at, event_id, event_seq)
-				values ($1, $2, $3, $4, $5, $6)
-				on conflict (placement, cluster) do update set report = excluded.report,
-					observed_at = excluded.observed_at, event_id = excluded.event_id, event_seq = excluded.event_seq`,
-				name, r.Cluster, args[0], stored.ObservedAt, ev.ID(), in.ReportSeqs[r.Cluster])
-		}
 		if err != nil {
 			return fmt.Errorf("store report of %s on %s: %w", name, r.Cluster, err)
 		}
+		w.Queue(fmt.Sprintf("store report of %s on %s", name, r.Cluster), `
+			insert into status_reports (placement, cluster, report, observed_at, event_id, event_seq)
+			values ($1, $2, $3, $4, $5, $6)
+			on conflict (placement, cluster) do update set report = excluded.report,
+				observed_at = excluded.observed_at, event_id = excluded.event_id, event_seq = excluded.event_seq`,
+			name, r.Cluster, args[0], stored.ObservedAt, ev.ID(), in.ReportSeqs[r.Cluster])
 		return nil
 	}
 	args, err := jsonArgs(in.Placement, in.Decision, in.Snapshot, in.Rollout)
-	if err == nil {
-		_, err = tx.Exec(ctx, `
-			update status_placements set placement = $2, generation = $3, work_generation = $4, deleted = $5,
-				decision = $6, snapshot = $7, rollout = $8, event_id = $9, spec_seq = $10, updated_at = now()
-			where name = $1`,
-			name, args[0], in.Generation(), in.WorkGeneration, in.Deleted, args[1], args[2], args[3], ev.ID(), in.SpecSeq)
-	}
 	if err != nil {
 		return fmt.Errorf("store status inputs of %s: %w", name, err)
 	}
+	w.Queue("store status inputs of "+name, `
+		update status_placements set placement = $2, generation = $3, work_generation = $4, deleted = $5,
+			decision = $6, snapshot = $7, rollout = $8, event_id = $9, spec_seq = $10, updated_at = now()
+		where name = $1`,
+		name, args[0], in.Generation(), in.WorkGeneration, in.Deleted, args[1], args[2], args[3], ev.ID(), in.SpecSeq)
 	return nil
 }
 
@@ -739,21 +836,19 @@ func sameJSON(a, b any) bool {
 }
 
 // saveQuarantine stores a cluster's quarantined work.
-func saveQuarantine(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, name string, q *fold.Quarantine) error {
+func saveQuarantine(w *pipeline.Tx, ev cloudevents.Event, name string, q *fold.Quarantine) error {
 	if q == nil {
 		return nil
 	}
 	args, err := jsonArgs(q.Notice)
-	if err == nil {
-		_, err = tx.Exec(ctx, `
-			insert into status_quarantine (placement, cluster, notice, report_index, report_generation, event_id)
-			values ($1, $2, $3, $4, $5, $6)
-			on conflict (placement, cluster) do update set notice = excluded.notice, report_index = excluded.report_index,
-				report_generation = excluded.report_generation, event_id = excluded.event_id`,
-			name, q.Notice.Cluster, args[0], q.ReportIndex, q.ReportGeneration, ev.ID())
-	}
 	if err != nil {
 		return fmt.Errorf("store quarantined work of %s on %s: %w", name, q.Notice.Cluster, err)
 	}
+	w.Queue(fmt.Sprintf("store quarantined work of %s on %s", name, q.Notice.Cluster), `
+		insert into status_quarantine (placement, cluster, notice, report_index, report_generation, event_id)
+		values ($1, $2, $3, $4, $5, $6)
+		on conflict (placement, cluster) do update set notice = excluded.notice, report_index = excluded.report_index,
+			report_generation = excluded.report_generation, event_id = excluded.event_id`,
+		name, q.Notice.Cluster, args[0], q.ReportIndex, q.ReportGeneration, ev.ID())
 	return nil
 }

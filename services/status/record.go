@@ -1,16 +1,14 @@
 package status
 
 import (
+	"fmt"
 	"time"
 
-	"context"
-	"fmt"
-
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
+	"github.com/flotilla-dev/flotilla/platform/pipeline"
 )
 
 // Takeover outcomes as stored in takeover_decisions.outcome (001's check
@@ -36,20 +34,20 @@ var reportOutcomes = func() map[string]string {
 // recordReport stores what an apply report says for history: the apply
 // result, each takeover decision and each drift. The inbox makes it happen
 // once per report.
-func (s *server) recordReport(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, r *events.WorkReported) error {
-	batch := &pgx.Batch{}
+func (s *server) recordReport(w *pipeline.Tx, ev cloudevents.Event, r *events.WorkReported) error {
+	what := fmt.Sprintf("record report %s of %s on %s", ev.ID(), r.Placement, r.Cluster)
 	if !r.Deleted {
 		args, err := jsonArgs(manifestsOrEmpty(r.Manifests), r.Counts)
 		if err != nil {
 			return fmt.Errorf("record report %s: %w", ev.ID(), err)
 		}
-		batch.Queue(`
+		w.Queue(what, `
 			insert into apply_results (placement, cluster, resource_snapshot_index, results, counts, applied, available, event_id, observed_at)
 			values ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
 			r.Placement, r.Cluster, r.ResourceIndex, args[0], args[1],
 			r.Applied.Status == "True", r.Available.Status == "True", ev.ID(), r.ObservedAt)
 	}
-	if err := s.queueTakeovers(batch, ev, r.Placement, r.Cluster, r.Takeovers, r.ObservedAt); err != nil {
+	if err := s.queueTakeovers(w, ev, r.Placement, r.Cluster, r.Takeovers, r.ObservedAt); err != nil {
 		return err
 	}
 	for _, m := range r.Manifests {
@@ -70,7 +68,7 @@ func (s *server) recordReport(ctx context.Context, tx pgx.Tx, ev cloudevents.Eve
 		}
 		// One row per drift episode: later observations of the same episode
 		// (same first observation) update it.
-		batch.Queue(`
+		w.Queue(what, `
 			insert into drift_reports
 				(placement, cluster, api_group, version, kind, namespace, name, drifts, observed_generation, event_id, first_observed_at, last_observed_at)
 			values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
@@ -80,12 +78,6 @@ func (s *server) recordReport(ctx context.Context, tx pgx.Tx, ev cloudevents.Eve
 			where excluded.last_observed_at >= drift_reports.last_observed_at`,
 			r.Placement, r.Cluster, m.Resource.Group, m.Resource.Version, m.Resource.Kind, m.Resource.Namespace, m.Resource.Name,
 			args[0], gen, ev.ID(), first, r.ObservedAt)
-	}
-	if batch.Len() == 0 {
-		return nil
-	}
-	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-		return fmt.Errorf("record report %s of %s on %s: %w", ev.ID(), r.Placement, r.Cluster, err)
 	}
 	return nil
 }
@@ -106,23 +98,13 @@ func diffsOrEmpty(d []api.PatchDetail) []api.PatchDetail {
 
 // recordTakeovers stores the takeover decisions of an apply run that did not
 // fit in its report. The inbox makes it happen once per event.
-func (s *server) recordTakeovers(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, d *events.TakeoversDecided) error {
-	batch := &pgx.Batch{}
-	if err := s.queueTakeovers(batch, ev, d.Placement, d.Cluster, d.Takeovers, ev.Time()); err != nil {
-		return err
-	}
-	if batch.Len() == 0 {
-		return nil
-	}
-	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-		return fmt.Errorf("record takeovers %s of %s on %s: %w", ev.ID(), d.Placement, d.Cluster, err)
-	}
-	return nil
+func (s *server) recordTakeovers(w *pipeline.Tx, ev cloudevents.Event, d *events.TakeoversDecided) error {
+	return s.queueTakeovers(w, ev, d.Placement, d.Cluster, d.Takeovers, ev.Time())
 }
 
 // queueTakeovers queues the rows of takeover decisions; one decided at no
 // time stands at observed.
-func (s *server) queueTakeovers(batch *pgx.Batch, ev cloudevents.Event, placement, cluster string, ts []events.TakeoverDecision, observed time.Time) error {
+func (s *server) queueTakeovers(w *pipeline.Tx, ev cloudevents.Event, placement, cluster string, ts []events.TakeoverDecision, observed time.Time) error {
 	for _, t := range ts {
 		outcome, ok := takeoverOutcomes[t.Outcome]
 		if !ok {
@@ -138,7 +120,7 @@ func (s *server) queueTakeovers(batch *pgx.Batch, ev cloudevents.Event, placemen
 		if err != nil {
 			return fmt.Errorf("record report %s: %w", ev.ID(), err)
 		}
-		batch.Queue(`
+		w.Queue(fmt.Sprintf("record takeovers %s of %s on %s", ev.ID(), placement, cluster), `
 			insert into takeover_decisions
 				(placement, cluster, api_group, version, kind, namespace, name, mode, comparison, outcome, diff_paths, event_id, decided_at)
 			values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,

@@ -28,6 +28,7 @@ import (
 	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/events/bus"
 	"github.com/flotilla-dev/flotilla/platform/inbox"
+	"github.com/flotilla-dev/flotilla/platform/pipeline"
 	"github.com/flotilla-dev/flotilla/platform/retention"
 	"github.com/flotilla-dev/flotilla/platform/service"
 )
@@ -170,15 +171,17 @@ func (s *server) handle(ctx context.Context, deliveries []bus.Delivery) error {
 	b := &batch{cache: s.cache}
 	ran, err := inbox.HandleBatchThen(ctx, s.pool, consumer, evs, func(ctx context.Context, tx pgx.Tx, i int) error {
 		// Within the event's trace, which the status changes it causes carry on.
-		return s.fold(deliveries[i].Context(ctx), tx, b, deliveries[i])
+		return s.fold(deliveries[i].Context(ctx), b.pipe(tx), b, deliveries[i])
 	}, func(ctx context.Context, tx pgx.Tx) error {
-		if err := s.flush(ctx, tx, b); err != nil {
+		w := b.pipe(tx)
+		if err := s.flush(ctx, w, b); err != nil {
 			return err
 		}
-		if err := writeAudit(ctx, tx, b.audits); err != nil {
+		writeAudit(w, b.audits)
+		if err := b.versions(ctx, w); err != nil {
 			return err
 		}
-		return b.versions(ctx, tx)
+		return w.Flush(ctx)
 	})
 	s.metrics.commit(err == nil)
 	if err != nil {
@@ -209,7 +212,7 @@ func (s *server) auditedAlready(d bus.Delivery) bool {
 // fold records one event in the audit log and folds it into the status it concerns.
 // Secret values never reach either: a hub resource's Secret, or a difference a member
 // reports on one (which its worker should have redacted already), is redacted first.
-func (s *server) fold(ctx context.Context, tx pgx.Tx, b *batch, d bus.Delivery) error {
+func (s *server) fold(ctx context.Context, w *pipeline.Tx, b *batch, d bus.Delivery) error {
 	ev := redacted(d.Event)
 	at := ev.Time()
 	if at.IsZero() {
@@ -218,27 +221,18 @@ func (s *server) fold(ctx context.Context, tx pgx.Tx, b *batch, d bus.Delivery) 
 	b.audit(ev, at)
 	seq := int64(d.Meta.Sequence)
 	switch p := s.decode(ev).(type) {
-	case *events.MemberJoined:
-		return s.foldMember(ctx, tx, ev, p.Member.Name, p, seq, at)
-	case *events.MemberUpdated:
-		return s.foldMember(ctx, tx, ev, p.Member.Name, p, seq, at)
-	case *events.MemberLeft:
-		return s.foldMember(ctx, tx, ev, p.Name, p, seq, at)
-	case *events.MemberHeartbeat:
-		// Timed by when the bus received it, never by the time it claims.
-		return s.foldMember(ctx, tx, ev, p.Name, p, seq, s.receivedAt(d.Meta))
 	case *events.PlacementUpserted:
-		return s.foldPlacement(ctx, tx, b, ev, p.Placement.Name, p, seq, at)
+		return s.foldPlacement(ctx, w, b, ev, p.Placement.Name, p, seq, at)
 	case *events.PlacementDeleted:
-		return s.foldPlacement(ctx, tx, b, ev, p.Name, p, seq, at)
+		return s.foldPlacement(ctx, w, b, ev, p.Name, p, seq, at)
 	case *events.PlacementScheduledV2:
-		return s.foldPlacement(ctx, tx, b, ev, p.Placement, p, seq, at)
+		return s.foldPlacement(ctx, w, b, ev, p.Placement, p, seq, at)
 	case *events.SnapshotCreated:
-		return s.foldPlacement(ctx, tx, b, ev, p.Placement, p, seq, at)
+		return s.foldPlacement(ctx, w, b, ev, p.Placement, p, seq, at)
 	case *events.RolloutProgressedV2:
-		return s.foldPlacement(ctx, tx, b, ev, p.Placement, p, seq, at)
+		return s.foldPlacement(ctx, w, b, ev, p.Placement, p, seq, at)
 	case *events.WorkReported:
-		expected, err := reportExpected(ctx, tx, p.Placement, p.Cluster)
+		expected, err := b.readForReport(ctx, w, p.Placement, p.Cluster)
 		if err != nil {
 			return err
 		}
@@ -247,27 +241,30 @@ func (s *server) fold(ctx context.Context, tx pgx.Tx, b *batch, d bus.Delivery) 
 				"id", ev.ID(), "placement", p.Placement, "cluster", p.Cluster)
 			return nil
 		}
-		if err := s.recordReport(ctx, tx, ev, p); err != nil {
+		if err := s.recordReport(w, ev, p); err != nil {
 			return err
 		}
-		return s.foldPlacement(ctx, tx, b, ev, p.Placement, p, seq, at)
+		return s.foldPlacement(ctx, w, b, ev, p.Placement, p, seq, at)
 	case *events.TakeoversDecided:
-		expected, err := reportExpected(ctx, tx, p.Placement, p.Cluster)
+		expected, err := reportExpected(ctx, w, p.Placement, p.Cluster)
 		if err != nil || !expected {
 			return err
 		}
-		return s.recordTakeovers(ctx, tx, ev, p)
+		return s.recordTakeovers(w, ev, p)
 	case *events.OutboxQuarantined:
 		if p.Placement == "" {
 			return nil
 		}
-		return s.foldPlacement(ctx, tx, b, ev, p.Placement, p, seq, at)
-	case *events.OverrideUpserted:
-		return s.foldOverride(ctx, tx, ev, p.Key(), p.Object(), seq, at)
-	case *events.OverrideDeleted:
-		return s.foldOverride(ctx, tx, ev, p.Override, nil, seq, at)
+		return s.foldPlacement(ctx, w, b, ev, p.Placement, p, seq, at)
+	default:
+		// Members and overrides are folded on the transaction itself, after
+		// what the batch queued.
+		tx, err := w.Direct(ctx)
+		if err != nil {
+			return err
+		}
+		return s.foldOther(ctx, tx, ev, d.Meta, p, seq, at)
 	}
-	return nil
 }
 
 // reportExpected reports whether r comes from a cluster the placement was scheduled on: one
@@ -278,21 +275,56 @@ func (s *server) fold(ctx context.Context, tx pgx.Tx, b *batch, d bus.Delivery) 
 // chosen. Decisions always come before the work a report answers: the rollout sends work
 // only for decisions it has read from the same stream, further on.
 // Takeover decisions that did not fit in a report are judged the same way.
-func reportExpected(ctx context.Context, tx pgx.Tx, placement, cluster string) (bool, error) {
-	var ok bool
-	err := tx.QueryRow(ctx, `
+func reportExpected(ctx context.Context, w *pipeline.Tx, placement, cluster string) (bool, error) {
+	r := newExpectedRead(placement, cluster)
+	if err := w.Read(ctx, &r.Row); err != nil {
+		return false, fmt.Errorf("check report of %s on %s: %w", placement, cluster, err)
+	}
+	return r.ok, nil
+}
+
+// expectedRead reads whether a report is expected (reportExpected).
+type expectedRead struct {
+	ok bool
+	pipeline.Row
+}
+
+func newExpectedRead(placement, cluster string) *expectedRead {
+	r := &expectedRead{}
+	r.Row = pipeline.Row{
+		SQL: `
 		select exists (select 1 from status_reports where placement = $1 and cluster = $2)
 			or exists (select 1 from status_placements p where p.name = $1 and (
 				p.decision->'chosen' @> jsonb_build_array(jsonb_build_object('cluster', $2::text))
 				or p.decision->'removed' @> jsonb_build_array(jsonb_build_object('cluster', $2::text))))`,
-		placement, cluster).Scan(&ok)
-	if err != nil {
-		return false, fmt.Errorf("check report of %s on %s: %w", placement, cluster, err)
+		Args: []any{placement, cluster},
+		Dest: []any{&r.ok},
 	}
-	return ok, nil
+	return r
 }
 
-// receivedAt is when the bus received a message: the JetStream message's
+// foldOther folds an event about a member or an override; others have
+// nothing to fold.
+func (s *server) foldOther(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, m bus.Meta, payload any, seq int64, at time.Time) error {
+	switch p := payload.(type) {
+	case *events.MemberJoined:
+		return s.foldMember(ctx, tx, ev, p.Member.Name, p, seq, at)
+	case *events.MemberUpdated:
+		return s.foldMember(ctx, tx, ev, p.Member.Name, p, seq, at)
+	case *events.MemberLeft:
+		return s.foldMember(ctx, tx, ev, p.Name, p, seq, at)
+	case *events.MemberHeartbeat:
+		// Timed by when the bus received it, never by the time it claims.
+		return s.foldMember(ctx, tx, ev, p.Name, p, seq, s.receivedAt(m))
+	case *events.OverrideUpserted:
+		return s.foldOverride(ctx, tx, ev, p.Key(), p.Object(), seq, at)
+	case *events.OverrideDeleted:
+		return s.foldOverride(ctx, tx, ev, p.Override, nil, seq, at)
+	}
+	return nil
+}
+
+// receivedAt is when// receivedAt is when the bus received a message: the JetStream message's
 // time, but never later than the service's clock.
 func (s *server) receivedAt(m bus.Meta) time.Time {
 	now := s.now()
@@ -358,21 +390,13 @@ func (b *batch) audit(ev cloudevents.Event, at time.Time) {
 	b.audits = append(b.audits, auditRow{id: ev.ID(), typ: ev.Type(), source: ev.Source(), subject: ev.Subject(), at: at, payload: payload})
 }
 
-// writeAudit records rows in the audit log, each once.
-func writeAudit(ctx context.Context, tx pgx.Tx, rows []auditRow) error {
-	if len(rows) == 0 {
-		return nil
-	}
-	var q pgx.Batch
+// writeAudit queues the recording of rows in the audit log, each once.
+func writeAudit(w *pipeline.Tx, rows []auditRow) {
 	for _, r := range rows {
-		q.Queue(`
+		w.Queue(fmt.Sprintf("audit event %s", r.id), `
 			insert into audit_log (event_id, type, source, subject, time, payload)
 			values ($1, $2, $3, $4, $5, $6)
 			on conflict (event_id) do nothing`,
 			r.id, r.typ, r.source, r.subject, r.at, r.payload)
 	}
-	if err := tx.SendBatch(ctx, &q).Close(); err != nil {
-		return fmt.Errorf("audit %d event(s): %w", len(rows), err)
-	}
-	return nil
 }
