@@ -126,3 +126,39 @@ func TestPoisonEventFailsAloneInABatch(t *testing.T) {
 		t.Errorf("dead-letter reason %q does not say why", reason)
 	}
 }
+
+// TestSkippedEventsAreAckedUnseen: the events WithSkip names are acknowledged without
+// reaching the validator or the handler (a service's own events coming back), even one
+// the validator would reject; the others are handled as usual.
+func TestSkippedEventsAreAckedUnseen(t *testing.T) {
+	_, js := startBus(t, bus.TopologyOptions{})
+	pub := bus.NewPublisher(js)
+	var want []string
+	for i := range 10 {
+		typ := knownType
+		if i%2 == 1 {
+			typ = "io.flotilla.not-a-type.v1" // the validator rejects it: skipped, it is not dead-lettered
+		}
+		ev := newEvent(t, fmt.Sprintf("ev-%d", i), typ)
+		if _, err := pub.Publish(t.Context(), "flotilla.placement.web", ev); err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 0 {
+			want = append(want, ev.ID())
+		}
+	}
+	var l ledger
+	consumeBatchesInBackground(t, l.handle, js, bus.WithValidator(rejectUnknownTypes),
+		bus.WithSkip(func(d bus.Delivery) bool {
+			return d.Event.Type() != knownType && d.Meta.Subject == "flotilla.placement.web"
+		}))
+	poll.Until(t, patience, "every event settled", func() error {
+		return settled(t.Context(), js, bus.StreamEvents, bus.ConsumerStatus)
+	})
+	if _, applied := l.snapshot(); !slices.Equal(applied, want) {
+		t.Errorf("handled %v, want only the events not skipped, in order: %v", applied, want)
+	}
+	if dl := deadLetters(t, js); len(dl) != 0 {
+		t.Errorf("%d dead letters, want none: skipped events are not validated", len(dl))
+	}
+}

@@ -83,6 +83,7 @@ type Option func(*consumeOptions)
 type consumeOptions struct {
 	logger     *slog.Logger
 	validator  Validator
+	skip       func(Delivery) bool
 	doubleAck  bool
 	retryBase  time.Duration
 	retryMax   time.Duration
@@ -106,6 +107,15 @@ func WithLogger(l *slog.Logger) Option {
 // sees it. Consume and ConsumeBatches require one.
 func WithValidator(v Validator) Option {
 	return func(o *consumeOptions) { o.validator = v }
+}
+
+// WithSkip acks at once, without validating or handling them, the events skip
+// says the consumer has nothing to do with: a service's own events, which it
+// handled as it emitted them. skip sees the event as decoded from the message,
+// its data not yet checked, so it must judge by the subject (which the
+// server's permissions vouch for) and the event's attributes only.
+func WithSkip(skip func(Delivery) bool) Option {
+	return func(o *consumeOptions) { o.skip = skip }
 }
 
 // WithDoubleAck waits for the server to confirm each acknowledgement, which
@@ -509,6 +519,10 @@ func (w *worker) admit(ctx context.Context, msg jetstream.Msg) (pending, bool) {
 	ev, err := DecodeJetStream(msg)
 	if err != nil {
 		w.deadLetter(ctx, msg, m, fmt.Sprintf("The message is not a valid CloudEvent: %v.", err))
+		return pending{}, false
+	}
+	if w.opts.skip != nil && w.opts.skip(Delivery{Event: ev, Meta: m}) {
+		w.ack(ctx, msg, m)
 		return pending{}, false
 	}
 	err = protect(func() error { return w.opts.validator(m.Subject, ev) })

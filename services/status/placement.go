@@ -46,7 +46,12 @@ type batch struct {
 	audits []auditRow
 	// w queues the batch's writes until its next read (pipe).
 	w *pipeline.Tx
+	// expected holds what prefetch read of whether the batch's reports
+	// are expected, until readForReport takes it.
+	expected map[reportKey]bool
 }
+
+type reportKey struct{ placement, cluster string }
 
 // pipe returns the batch's pipeline on tx, its transaction.
 func (b *batch) pipe(tx pgx.Tx) *pipeline.Tx {
@@ -677,9 +682,14 @@ func newLockRead(name string) *lockRead {
 // expected (reportExpected), and, unless the batch holds them already, its
 // placement, locked, and the cluster's last report.
 func (b *batch) readForReport(ctx context.Context, w *pipeline.Tx, name, cluster string) (bool, error) {
+	pf := b.placements[name]
+	key := reportKey{name, cluster}
+	if ok, read := b.expected[key]; read && pf != nil && !pf.needsReport(cluster) {
+		delete(b.expected, key)
+		return ok, nil
+	}
 	expected := newExpectedRead(name, cluster)
 	reads := []*pipeline.Row{&expected.Row}
-	pf := b.placements[name]
 	var (
 		l *lockRead
 		r *reportRead
@@ -709,6 +719,70 @@ func (b *batch) readForReport(ctx context.Context, w *pipeline.Tx, name, cluster
 		}
 	}
 	return expected.ok, nil
+}
+
+// prefetch reads in one round trip what the reports among deliveries need
+// (readForReport): a batch of reports about many placements then waits for one
+// round trip, not one per report. A report whose placement an earlier event
+// of the batch concerns is left to readForReport, as that event may change
+// what the report is checked against (a new decision).
+func (b *batch) prefetch(ctx context.Context, w *pipeline.Tx, deliveries []bus.Delivery) error {
+	var (
+		reads   []*pipeline.Row
+		checks  = map[reportKey]*expectedRead{}
+		reports = map[reportKey]*reportRead{}
+		locks   = map[string]*lockRead{}
+		other   = map[string]bool{}
+	)
+	for _, d := range deliveries {
+		name, cluster := events.SubjectNames(d.Meta.Subject)
+		if name == "" {
+			continue
+		}
+		if d.Event.Type() != events.TypeWorkReported || cluster == "" {
+			other[name] = true
+			continue
+		}
+		key := reportKey{name, cluster}
+		if other[name] || checks[key] != nil || b.placements[name] != nil {
+			continue
+		}
+		checks[key] = newExpectedRead(name, cluster)
+		reports[key] = newReportRead(name, cluster)
+		reads = append(reads, &checks[key].Row, &reports[key].Row)
+		if locks[name] == nil {
+			locks[name] = newLockRead(name)
+			reads = append(reads, &locks[name].Row)
+		}
+	}
+	if len(checks) < 2 {
+		return nil // readForReport reads as much in one round trip
+	}
+	if err := w.Read(ctx, reads...); err != nil {
+		return fmt.Errorf("read %d reports' placements: %w", len(checks), err)
+	}
+	for name, l := range locks {
+		if l.Err != nil {
+			continue // no row yet: loaded as the first event about it
+		}
+		if _, err := b.loadLocked(ctx, w, name, l); err != nil {
+			return err
+		}
+	}
+	if b.expected == nil {
+		b.expected = map[reportKey]bool{}
+	}
+	for key, c := range checks {
+		pf := b.placements[key.placement]
+		if pf == nil {
+			continue
+		}
+		if err := pf.takeReport(reports[key]); err != nil {
+			return err
+		}
+		b.expected[key] = c.ok
+	}
+	return nil
 }
 
 // readPlacement reads and decodes a placement's fold inputs and status; its row is

@@ -16,7 +16,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strconv"
 	"time"
 
@@ -151,7 +150,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			// type on a subject it may not use (forged with another member's
 			// credentials) is dead-lettered, neither recorded nor folded.
 			return bus.ConsumeBatches(ctx, env.JS, bus.StreamEvents, consumer, s.handle,
-				env.ConsumeOptions(consumer, bus.WithBatchLimits(burstBatch, burstBatchBytes), bus.WithValidator(events.CheckSubject), env.Observed(bus.StreamEvents, consumer))...)
+				env.ConsumeOptions(consumer, bus.WithBatchLimits(burstBatch, burstBatchBytes), bus.WithValidator(events.CheckSubject), bus.WithSkip(s.auditedAlready), env.Observed(bus.StreamEvents, consumer))...)
 		},
 		func(ctx context.Context) error { return s.serveQueries(ctx, env.NC) },
 	)
@@ -160,18 +159,22 @@ func Run(ctx context.Context, cfg Config) (err error) {
 // handle records one event in the audit log and folds it, all in one
 // transaction with its inbox row: a redelivered event changes nothing.
 func (s *server) handle(ctx context.Context, deliveries []bus.Delivery) error {
-	deliveries = slices.DeleteFunc(slices.Clone(deliveries), s.auditedAlready)
-	if len(deliveries) == 0 {
-		return nil
-	}
 	evs := make([]cloudevents.Event, len(deliveries))
 	for i, d := range deliveries {
 		evs[i] = d.Event
 	}
 	b := &batch{cache: s.cache}
+	prefetched := false
 	ran, err := inbox.HandleBatchThen(ctx, s.pool, consumer, evs, func(ctx context.Context, tx pgx.Tx, i int) error {
+		w := b.pipe(tx)
+		if !prefetched {
+			prefetched = true
+			if err := b.prefetch(ctx, w, deliveries[i:]); err != nil {
+				return err
+			}
+		}
 		// Within the event's trace, which the status changes it causes carry on.
-		return s.fold(deliveries[i].Context(ctx), b.pipe(tx), b, deliveries[i])
+		return s.fold(deliveries[i].Context(ctx), w, b, deliveries[i])
 	}, func(ctx context.Context, tx pgx.Tx) error {
 		w := b.pipe(tx)
 		if err := s.flush(ctx, w, b); err != nil {
@@ -201,12 +204,19 @@ func (s *server) handle(ctx context.Context, deliveries []bus.Delivery) error {
 const extensionAudited = "flotillaaudited"
 
 // auditedAlready says whether d is one of the service's own status events,
-// recorded in the audit log when it was emitted: nothing is left to do with
-// it. Its subject is the status service's alone (events.CheckSubject), and
-// one emitted by an older build, without the mark, is recorded as any other.
+// recorded in the audit log when it was emitted: the consumer acks it
+// without decoding its data (bus.WithSkip), so that the service's own events
+// cost nothing as they come back. Only the status service may publish on a
+// status subject (the server's permissions), and one emitted by an older
+// build, without the mark, is recorded as any other.
 func (s *server) auditedAlready(d bus.Delivery) bool {
 	v, _ := d.Event.Extensions()[extensionAudited].(string)
-	return v == "true" && d.Event.Type() == events.TypePlacementStatusChangedV2 && d.Event.Source() == s.source
+	if v != "true" || d.Event.Type() != events.TypePlacementStatusChangedV2 || d.Event.Source() != s.source {
+		return false
+	}
+	name, _ := events.SubjectNames(d.Meta.Subject)
+	subject, err := events.StatusSubject(name)
+	return err == nil && name != "" && subject == d.Meta.Subject
 }
 
 // fold records one event in the audit log and folds it into the status it concerns.
