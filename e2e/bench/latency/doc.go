@@ -1,5 +1,27 @@
 package main
 
+// Issue 19, 2026-11-24 (sixth session), a noisier machine than the last (f3233b6, unchanged
+// since the figures below it, gave p50 298-302 ms where it had given 213-272). A/B, each
+// build twice in turn, FLOTILLA_KUBE_BIN_DIR=... go run ./e2e/bench/latency -runs 20:
+//
+//	                                              f3233b6 (before)        8b99479 (pipeline)
+//	new placement → Applied=True (status event)   302 / 393, 298 / 408    258 / 356, 262 / 384 ms (p50 / p90)
+//	client-go, same run                           140 / 186, 127 / 145    140 / 262, 123 / 152 ms
+//	ratio of the Applied p50 to client-go's       2.2×, 2.3×              1.8×, 2.1×
+//	hub change → Applied=True (status event)      187 / 224, 175 / 216    182 / 239, 166 / 197 ms
+//
+// The change (8b99479): the status service sends the writes of a batch with its next read
+// (platform/pipeline), reads a report's check, its placement's lock and its cluster's report
+// in one round trip, and counts the status revision from the one read with the lock. A
+// report's batch went from about twelve round trips to PostgreSQL to five (begin, inbox,
+// the reads, the writes with the versions for the cache, commit). Measured with a
+// temporary log of each batch: in a new placement's window the same batch still took 3 to
+// 72 ms, the extremes while the members' API servers and controllers held both cores: the
+// rest of the status stage is waiting for a CPU, not work. A trace (-trace) shows the other
+// reason a last report waits: each member reports two to four times within the window
+// (Applied, then availability rechecks) and heartbeats after its namespace appears, and
+// the status service takes them in stream order.
+
 // Issue 19, 2026-11-24 (later session), at 76a8de7 and after, 2-core machine, quiet
 // (load average 1.5-2.5 from the benchmark itself), FLOTILLA_KUBE_BIN_DIR=... go run
 // ./e2e/bench/latency -runs 20, two runs in a row:
