@@ -58,6 +58,16 @@ func (c *Config) Validate() error {
 // consumer names the scheduler's durable consumer and its inbox rows.
 const consumer = bus.ConsumerScheduler
 
+// burstBatch and burstBatchBytes bound a batch of events (bus.WithBatchLimits). A batch
+// that changes the members re-decides every placement once, whatever its size: at 5,000
+// members and 1,000 placements that is seconds, so a burst of joins and heartbeats goes
+// through in batches of hundreds rather than the default 100. An event waits behind at
+// most one batch either way.
+const (
+	burstBatch      = 500
+	burstBatchBytes = 8 << 20
+)
+
 // Run runs the scheduler until ctx ends.
 func Run(ctx context.Context, cfg Config) (err error) {
 	defer func() { err = service.Stopped(ctx, err) }()
@@ -78,7 +88,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	env.Log.Info("scheduler state loaded", "members", len(s.members), "took", time.Since(start).Round(time.Millisecond))
 	return env.Run(ctx, func(ctx context.Context) error {
 		return bus.ConsumeBatches(ctx, env.JS, bus.StreamEvents, consumer, s.handle,
-			env.ConsumeOptions(consumer, bus.WithValidator(events.Admit), env.Observed(bus.StreamEvents, consumer))...)
+			env.ConsumeOptions(consumer, bus.WithBatchLimits(burstBatch, burstBatchBytes), bus.WithValidator(events.Admit), env.Observed(bus.StreamEvents, consumer))...)
 	}, s.runTimers, s.servePreviews)
 }
 
