@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/events/bus"
@@ -22,56 +20,23 @@ func TestFoldCacheSeesTheOtherReplicasChanges(t *testing.T) {
 		return &server{pool: env.Pool, source: name, log: slog.Default(), now: time.Now, cache: newFoldCache(1<<20, time.Now)}
 	}
 	a, b := replica("a"), replica("b")
-	var seq uint64
+	st := &stream{t: t}
 	deliver := func(s *server, typ string, subject string, err error, payload any) {
 		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-		ev, err := events.New(typ, "/test", "", "", payload)
-		if err != nil {
-			t.Fatal(err)
-		}
-		seq++
-		if err := s.handle(t.Context(), []bus.Delivery{{Event: ev, Meta: bus.Meta{Subject: subject, Sequence: seq, Time: time.Now()}}}); err != nil {
-			t.Fatalf("%s: %s: %v", s.source, typ, err)
-		}
+		handleOne(t, s, st.delivery(typ, subject, err, payload))
 	}
 	const name = "web"
 	ns := api.ResourceIdentifier{Version: "v1", Kind: "Namespace", Name: "web"}
-	crp := api.ClusterResourcePlacement{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "placement.kubernetes-fleet.io/v1beta1", Kind: "ClusterResourcePlacement"},
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: api.PlacementSpec{
-			ResourceSelectors: []api.ClusterResourceSelector{{Version: "v1", Kind: "Namespace", Name: "web"}},
-			Policy:            &api.PlacementPolicy{PlacementType: api.PickAllPlacementType},
-		},
-	}
-	clusters := []string{"member-1", "member-2"}
-	var decided []events.ClusterDecision
-	var started []events.ClusterProgress
-	for _, c := range clusters {
-		decided = append(decided, events.ClusterDecision{Cluster: c, Action: events.ActionAdded})
-		started = append(started, events.ClusterProgress{Cluster: c, Started: true})
-	}
+	crp := pickAllOf(name, "web")
 	subj, err := events.PlacementSubject(name)
 	deliver(a, events.TypePlacementUpserted, subj, err, events.PlacementUpserted{Placement: crp})
-	subj, err = events.SchedulingSubject(name)
-	deliver(a, events.TypePlacementScheduledV2, subj, err, events.PlacementScheduledV2{Placement: name, Revision: 1, Base: true, Pieces: 1,
-		Generation: 1, PlacementType: api.PickAllPlacementType, Fulfilled: true, ChosenCount: len(decided), Clusters: decided})
+	handleOne(t, a, st.decision(name, 1, "member-1", "member-2"))
 	subj, err = events.RolloutSubject(name)
 	deliver(a, events.TypeSnapshotCreated, subj, err, events.SnapshotCreated{Placement: name, Index: 0, Hash: "sha256:1", SelectedResources: []api.ResourceIdentifier{ns}})
-	deliver(a, events.TypeRolloutProgressedV2, subj, err, events.RolloutProgressedV2{Placement: name, Revision: 1, Base: true, Pieces: 1,
-		Generation: 1, ClusterCount: len(started), Clusters: started})
+	handleOne(t, a, st.progress(name, 1, "member-1", "member-2"))
 	report := func(s *server, cluster string, status string) {
 		t.Helper()
-		ok := events.Condition{Status: status, Reason: api.ApplySucceededReason}
-		if status != "True" {
-			ok.Reason = api.ApplyFailedReason
-		}
-		subj, err := events.WorkStatusSubject(cluster, name)
-		deliver(s, events.TypeWorkReported, subj, err, events.WorkReported{Cluster: cluster, Placement: name, Generation: 1, ObservedAt: time.Now(),
-			Manifests: []events.ManifestResult{{Resource: ns, Applied: ok, Available: ok}}, Applied: ok, Available: ok})
+		handleOne(t, s, st.report(name, cluster, ns, status))
 	}
 	report(a, "member-1", "True")  // a keeps the placement with member-1 applied
 	report(b, "member-2", "True")  // b changes it: member-2 applied too
@@ -96,5 +61,13 @@ func TestFoldCacheSeesTheOtherReplicasChanges(t *testing.T) {
 	}
 	if len(applied) != 1 || applied[0] != "member-2" {
 		t.Errorf("Applied in the status after both replicas folded: %v, want member-2 only (a replica folded from its stale cache?)", applied)
+	}
+}
+
+// handleOne has s handle d alone, as one batch.
+func handleOne(t *testing.T, s *server, d bus.Delivery) {
+	t.Helper()
+	if err := s.handle(t.Context(), []bus.Delivery{d}); err != nil {
+		t.Fatalf("%s: %s: %v", s.source, d.Event.Type(), err)
 	}
 }

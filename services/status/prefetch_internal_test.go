@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/flotilla-dev/flotilla/events"
 	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/events/bus"
@@ -22,19 +20,8 @@ import (
 func TestAReportBatchIsCheckedAgainstTheDecisionsInIt(t *testing.T) {
 	env := servicetest.New(t)
 	s := &server{pool: env.Pool, source: "/test", log: slog.Default(), now: time.Now, cache: newFoldCache(1<<20, time.Now)}
-	var seq uint64
-	delivery := func(typ string, subject string, err error, payload any) bus.Delivery {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-		ev, err := events.New(typ, "/test", "", "", payload)
-		if err != nil {
-			t.Fatal(err)
-		}
-		seq++
-		return bus.Delivery{Event: ev, Meta: bus.Meta{Subject: subject, Sequence: seq, Time: time.Now()}}
-	}
+	st := &stream{t: t}
+	delivery := st.delivery
 	handle := func(ds ...bus.Delivery) {
 		t.Helper()
 		if err := s.handle(t.Context(), ds); err != nil {
@@ -42,42 +29,10 @@ func TestAReportBatchIsCheckedAgainstTheDecisionsInIt(t *testing.T) {
 		}
 	}
 	ns := api.ResourceIdentifier{Version: "v1", Kind: "Namespace", Name: "web"}
-	decision := func(name string, rev int64, clusters ...string) bus.Delivery {
-		var chosen []events.ClusterDecision
-		for _, c := range clusters {
-			chosen = append(chosen, events.ClusterDecision{Cluster: c, Action: events.ActionAdded})
-		}
-		subj, err := events.SchedulingSubject(name)
-		return delivery(events.TypePlacementScheduledV2, subj, err, events.PlacementScheduledV2{Placement: name, Revision: rev, Base: true, Pieces: 1,
-			Generation: 1, PlacementType: api.PickAllPlacementType, Fulfilled: true, ChosenCount: len(chosen), Clusters: chosen})
-	}
-	progress := func(name string, rev int64, clusters ...string) bus.Delivery {
-		var started []events.ClusterProgress
-		for _, c := range clusters {
-			started = append(started, events.ClusterProgress{Cluster: c, Started: true})
-		}
-		subj, err := events.RolloutSubject(name)
-		return delivery(events.TypeRolloutProgressedV2, subj, err, events.RolloutProgressedV2{Placement: name, Revision: rev, Base: true, Pieces: 1,
-			Generation: 1, ClusterCount: len(started), Clusters: started})
-	}
-	report := func(name, cluster, status string) bus.Delivery {
-		ok := events.Condition{Status: status, Reason: api.ApplySucceededReason}
-		if status != "True" {
-			ok.Reason = api.ApplyFailedReason
-		}
-		subj, err := events.WorkStatusSubject(cluster, name)
-		return delivery(events.TypeWorkReported, subj, err, events.WorkReported{Cluster: cluster, Placement: name, Generation: 1, ObservedAt: time.Now(),
-			Manifests: []events.ManifestResult{{Resource: ns, Applied: ok, Available: ok}}, Applied: ok, Available: ok})
-	}
+	decision, progress := st.decision, st.progress
+	report := func(name, cluster, status string) bus.Delivery { return st.report(name, cluster, ns, status) }
 	for _, name := range []string{"web", "api"} {
-		crp := api.ClusterResourcePlacement{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "placement.kubernetes-fleet.io/v1beta1", Kind: "ClusterResourcePlacement"},
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: api.PlacementSpec{
-				ResourceSelectors: []api.ClusterResourceSelector{{Version: "v1", Kind: "Namespace", Name: "web"}},
-				Policy:            &api.PlacementPolicy{PlacementType: api.PickAllPlacementType},
-			},
-		}
+		crp := pickAllOf(name, "web")
 		subj, err := events.PlacementSubject(name)
 		handle(delivery(events.TypePlacementUpserted, subj, err, events.PlacementUpserted{Placement: crp}))
 		handle(decision(name, 1, "member-1"))
