@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -130,9 +131,15 @@ type failover struct {
 	now     time.Time
 	fo      FailoverPolicy
 
-	lost     map[string]lostCluster // chosen clusters lost now, to replace
-	waiting  map[string]lostCluster // chosen clusters lost now, not replaced
-	failback map[string]Move        // by From: moves to undo now
+	lost    map[string]lostCluster // chosen clusters lost now, to replace
+	waiting map[string]lostCluster // chosen clusters lost now, not replaced
+	// down are the clusters of the previous decision that are down now but
+	// not chosen (lost before, their copies kept): never chosen anew while
+	// down. The plain filters allow a member more missed heartbeats
+	// (framework.MissedHeartbeats) than failover does, so without this a
+	// member lost before would be the next lost member's replacement.
+	down     map[string]framework.Reason
+	failback map[string]Move // by From: moves to undo now
 	wake     time.Time
 	steps    []Step
 }
@@ -160,6 +167,15 @@ func (f *failover) detect() {
 	now := f.now
 	if h := f.fo.HeardUpTo; !h.IsZero() && h.Before(now) {
 		now = h
+	}
+	f.down = map[string]framework.Reason{}
+	for name, lv := range f.fo.Live {
+		if f.prev.holds(name) {
+			continue
+		}
+		if _, why, down := lv.DownSince(now); down {
+			f.down[name] = framework.Reason{Code: framework.ReasonLost, Message: "the cluster is down: " + why}
+		}
 	}
 	for _, c := range f.prev.Chosen {
 		lv, ok := f.fo.Live[c.Cluster]
@@ -209,11 +225,12 @@ func (f *failover) decide() *Decision {
 		f.waiting, f.lost = f.lost, map[string]lostCluster{}
 	}
 	if f.prev == nil || len(f.lost)+len(f.failback) == 0 {
-		return f.s.decide(f.p, f.members, f.prev, f.now, nil)
+		return f.s.decide(f.p, f.members, f.prev, f.now, f.down)
 	}
 	base := *f.prev
 	base.Chosen = nil
 	excluded := map[string]framework.Reason{}
+	maps.Copy(excluded, f.down)
 	back := map[string]string{} // To -> From
 	for from, m := range f.failback {
 		back[m.To] = from

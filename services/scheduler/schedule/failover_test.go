@@ -308,3 +308,25 @@ func BenchmarkDecideFailover(b *testing.B) {
 		})
 	}
 }
+
+// A member lost and replaced is never picked again as the replacement of another lost
+// member while it is still down, though it may still count as eligible for the
+// plain filters (which allow a member more missed heartbeats than failover does).
+func TestFailoverNeverReplacesWithAMemberStillDown(t *testing.T) {
+	ms := members(t, cluster("m1"), cluster("m2"), cluster("m3"), cluster("m4"))
+	p := policy(t, "placementType: PickN\nnumberOfClusters: 2")
+	first := Decide(p, ms, nil, now)
+	if got := names(first.Chosen); !slices.Equal(got, []string{"m1", "m2"}) {
+		t.Fatalf("first decision chose %v", got)
+	}
+	d, _ := DecideFailover(p, ms, first, now, live(map[string]Liveness{"m1": silent(time.Minute), "m2": up()}))
+	if got := names(d.Chosen); !slices.Equal(got, []string{"m2", "m3"}) {
+		t.Fatalf("m1 lost: chose %v, want [m2 m3]", got)
+	}
+	// Now m2 is lost too, m1 still silent.
+	d2, _ := DecideFailover(p, ms, d, now.Add(time.Second), live(map[string]Liveness{
+		"m1": silent(time.Minute + time.Second), "m2": unreachable(time.Minute), "m3": up()}))
+	if got := names(d2.Chosen); !slices.Equal(got, []string{"m3", "m4"}) {
+		t.Fatalf("m2 lost with m1 still down: chose %v, want [m3 m4]", got)
+	}
+}
