@@ -160,7 +160,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	return env.Run(ctx,
 		func(ctx context.Context) error {
 			return bus.ConsumeBatches(ctx, env.JS, bus.StreamEvents, consumer, r.handle,
-				env.ConsumeOptions(consumer, bus.WithBatchLimits(burstBatch, burstBatchBytes), bus.WithValidator(events.Admit), bus.WithSkip(heartbeat), env.Observed(bus.StreamEvents, consumer))...)
+				env.ConsumeOptions(consumer, bus.WithBatchLimits(burstBatch, burstBatchBytes), bus.WithValidator(events.Admit), env.Observed(bus.StreamEvents, consumer))...)
 		},
 		r.runTimers,
 		r.collectBlobs,
@@ -207,13 +207,6 @@ func newRollout(env *service.Env, cfg Config) *rollout {
 	return r
 }
 
-// heartbeat says whether d is a member's heartbeat: not the rollout's business,
-// and frequent enough (with up to 1,000 namespaces each) that decoding each
-// only to drop it would be most of what a large fleet costs the rollout.
-func heartbeat(d bus.Delivery) bool {
-	return d.Event.Type() == events.TypeMemberHeartbeat
-}
-
 // handle applies one event: its state changes and the events they cause
 // commit together with its inbox row.
 func (r *rollout) handle(ctx context.Context, batch []bus.Delivery) error {
@@ -236,8 +229,11 @@ func (r *rollout) handle(ctx context.Context, batch []bus.Delivery) error {
 			evs, metas, payloads = append(evs, d.Event), append(metas, d.Meta), append(payloads, payload)
 			kept = append(kept, d)
 		default:
-			// Not the rollout's business (heartbeats skip even this:
-			// see heartbeat).
+			// Heartbeats: not the rollout's business, and frequent enough
+			// that an inbox row for each would be waste. They are still
+			// validated (a forged one is dead-lettered): a member's
+			// credentials may not speak for another even where nothing
+			// comes of it.
 		}
 	}
 	if len(evs) == 0 {
