@@ -46,7 +46,7 @@ type batch struct {
 	audits []auditRow
 	// w queues the batch's writes until its next read (pipe).
 	w *pipeline.Tx
-	// expected holds what prefetch read of whether the batch's reports
+	// expected holds what readReports read of whether the batch's reports
 	// are expected, until readForReport takes it.
 	expected map[reportKey]bool
 }
@@ -678,47 +678,19 @@ func newLockRead(name string) *lockRead {
 	return l
 }
 
-// readForReport reads in one round trip what a report needs: whether it is
-// expected (reportExpected), and, unless the batch holds them already, its
-// placement, locked, and the cluster's last report.
+// readForReport says whether a report is expected (reportExpected), its
+// placement and the cluster's last report read with it unless the batch holds
+// them already: one round trip, or none when prefetch read it.
 func (b *batch) readForReport(ctx context.Context, w *pipeline.Tx, name, cluster string) (bool, error) {
-	pf := b.placements[name]
 	key := reportKey{name, cluster}
-	if ok, read := b.expected[key]; read && pf != nil && !pf.needsReport(cluster) {
-		delete(b.expected, key)
-		return ok, nil
-	}
-	expected := newExpectedRead(name, cluster)
-	reads := []*pipeline.Row{&expected.Row}
-	var (
-		l *lockRead
-		r *reportRead
-	)
-	if pf == nil {
-		l = newLockRead(name)
-		reads = append(reads, &l.Row)
-	}
-	if pf == nil || pf.needsReport(cluster) {
-		r = newReportRead(name, cluster)
-		reads = append(reads, &r.Row)
-	}
-	if err := w.Read(ctx, reads...); err != nil {
-		return false, fmt.Errorf("check report of %s on %s: %w", name, cluster, err)
-	}
-	if l != nil && l.Err == nil {
-		var err error
-		if pf, err = b.loadLocked(ctx, w, name, l); err != nil {
+	if _, read := b.expected[key]; !read {
+		if err := b.readReports(ctx, w, []reportKey{key}); err != nil {
 			return false, err
 		}
 	}
-	if pf != nil && r != nil {
-		// Without the placement's row (its first event), the report
-		// is read again once the row is made.
-		if err := pf.takeReport(r); err != nil {
-			return false, err
-		}
-	}
-	return expected.ok, nil
+	ok := b.expected[key]
+	delete(b.expected, key) // a later report of the cluster is checked again
+	return ok, nil
 }
 
 // prefetch reads in one round trip what the reports among deliveries need
@@ -728,11 +700,9 @@ func (b *batch) readForReport(ctx context.Context, w *pipeline.Tx, name, cluster
 // what the report is checked against (a new decision).
 func (b *batch) prefetch(ctx context.Context, w *pipeline.Tx, deliveries []bus.Delivery) error {
 	var (
-		reads   []*pipeline.Row
-		checks  = map[reportKey]*expectedRead{}
-		reports = map[reportKey]*reportRead{}
-		locks   = map[string]*lockRead{}
-		other   = map[string]bool{}
+		keys  []reportKey
+		seen  = map[reportKey]bool{}
+		other = map[string]bool{}
 	)
 	for _, d := range deliveries {
 		name, cluster := events.SubjectNames(d.Meta.Subject)
@@ -744,22 +714,42 @@ func (b *batch) prefetch(ctx context.Context, w *pipeline.Tx, deliveries []bus.D
 			continue
 		}
 		key := reportKey{name, cluster}
-		if other[name] || checks[key] != nil || b.placements[name] != nil {
-			continue
-		}
-		checks[key] = newExpectedRead(name, cluster)
-		reports[key] = newReportRead(name, cluster)
-		reads = append(reads, &checks[key].Row, &reports[key].Row)
-		if locks[name] == nil {
-			locks[name] = newLockRead(name)
-			reads = append(reads, &locks[name].Row)
+		if !other[name] && !seen[key] {
+			seen[key] = true
+			keys = append(keys, key)
 		}
 	}
-	if len(checks) < 2 {
+	if len(keys) < 2 {
 		return nil // readForReport reads as much in one round trip
 	}
+	return b.readReports(ctx, w, keys)
+}
+
+// readReports reads, in one round trip, whether each report of keys is
+// expected, into b.expected, and each one's placement, locked, and the
+// cluster's last report, unless the batch holds them already.
+func (b *batch) readReports(ctx context.Context, w *pipeline.Tx, keys []reportKey) error {
+	var (
+		reads   []*pipeline.Row
+		checks  = make([]*expectedRead, len(keys))
+		reports = make([]*reportRead, len(keys))
+		locks   = map[string]*lockRead{}
+	)
+	for i, key := range keys {
+		checks[i] = newExpectedRead(key.placement, key.cluster)
+		reads = append(reads, &checks[i].Row)
+		pf := b.placements[key.placement]
+		if pf == nil && locks[key.placement] == nil {
+			locks[key.placement] = newLockRead(key.placement)
+			reads = append(reads, &locks[key.placement].Row)
+		}
+		if pf == nil || pf.needsReport(key.cluster) {
+			reports[i] = newReportRead(key.placement, key.cluster)
+			reads = append(reads, &reports[i].Row)
+		}
+	}
 	if err := w.Read(ctx, reads...); err != nil {
-		return fmt.Errorf("read %d reports' placements: %w", len(checks), err)
+		return fmt.Errorf("check %d report(s), of %s on %s first: %w", len(keys), keys[0].placement, keys[0].cluster, err)
 	}
 	for name, l := range locks {
 		if l.Err != nil {
@@ -772,15 +762,15 @@ func (b *batch) prefetch(ctx context.Context, w *pipeline.Tx, deliveries []bus.D
 	if b.expected == nil {
 		b.expected = map[reportKey]bool{}
 	}
-	for key, c := range checks {
-		pf := b.placements[key.placement]
-		if pf == nil {
-			continue
+	for i, key := range keys {
+		b.expected[key] = checks[i].ok
+		// Without the placement's row (its first event), the report is
+		// read again once the row is made.
+		if pf := b.placements[key.placement]; pf != nil && reports[i] != nil {
+			if err := pf.takeReport(reports[i]); err != nil {
+				return err
+			}
 		}
-		if err := pf.takeReport(reports[key]); err != nil {
-			return err
-		}
-		b.expected[key] = c.ok
 	}
 	return nil
 }

@@ -169,8 +169,12 @@ func (f *failover) detect() {
 		now = h
 	}
 	f.down = map[string]framework.Reason{}
+	chosen := make(map[string]bool, len(f.prev.Chosen))
+	for _, c := range f.prev.Chosen {
+		chosen[c.Cluster] = true
+	}
 	for name, lv := range f.fo.Live {
-		if f.prev.holds(name) {
+		if chosen[name] {
 			continue
 		}
 		if _, why, down := lv.DownSince(now); down {
