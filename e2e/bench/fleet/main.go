@@ -79,6 +79,8 @@ type options struct {
 	failoverGrace      time.Duration
 	failbackAfter      time.Duration
 	failoverPause      time.Duration
+	// The hub processes' GOMEMLIMIT (-memory-limits).
+	memoryLimits memoryLimits
 }
 
 func main() {
@@ -109,6 +111,8 @@ func main() {
 	flag.IntVar(&o.bigMembers, "big-members", 5000, "with -suite: members in all for the PickAll placement at the end (more join); at most -members skips it")
 	flag.DurationVar(&o.burstTimeout, "burst-timeout", 18*time.Minute, "with -suite: how long to wait for the -placements placements to be Available")
 	flag.DurationVar(&o.bigTimeout, "big-timeout", 3*time.Minute, "with -suite: how long to wait for PickAll over -big-members")
+	_ = o.memoryLimits.Set(defaultMemoryLimits)
+	flag.Var(&o.memoryLimits, "memory-limits", `with -suite: GOMEMLIMIT of the hub processes, "name=limit,..." (names: nats-server, scheduler, rollout, status), or "none"`)
 	flag.BoolVar(&o.failover, "failover", false, "with -suite: run the failover scenario alone after the join (use a short -heartbeat-period, say 5s)")
 	flag.IntVar(&o.failoverPlacements, "failover-placements", 3, "with -suite: PickN -pick placements that fail over (one more fails back too)")
 	flag.IntVar(&o.failoverLost, "failover-lost", 10, "with -suite: members lost in the failover scenario (half silent, half with their API server unreachable), those the most placements are on")

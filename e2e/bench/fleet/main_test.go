@@ -145,3 +145,27 @@ func TestMostPlaced(t *testing.T) {
 		t.Errorf("mostPlaced = %v, want [m3 m2]", got)
 	}
 }
+
+func TestMemoryLimitsFlag(t *testing.T) {
+	var m memoryLimits
+	if err := m.Set(defaultMemoryLimits); err != nil {
+		t.Fatalf("the default %q: %v", defaultMemoryLimits, err)
+	}
+	if got := m.env("nats-server"); len(got) != 1 || got[0] != "GOMEMLIMIT=448MiB" {
+		t.Errorf("nats-server's environment = %q, want GOMEMLIMIT=448MiB", got)
+	}
+	if got := m.env("scheduler"); got != nil {
+		t.Errorf("the scheduler has no limit by default, got %q", got)
+	}
+	if err := m.Set("none"); err != nil || len(m) != 0 || m.String() != "none" {
+		t.Errorf(`Set("none") = %v, leaving %v`, err, m)
+	}
+	for _, bad := range []string{"nats-server", "apply=1GiB", "status=256MB", "status=-1", "status=1.5GiB"} {
+		if err := m.Set(bad); err == nil {
+			t.Errorf("Set(%q) took it", bad)
+		}
+	}
+	if err := m.Set("status=1GiB, rollout=200000000"); err != nil || m.String() != "rollout=200000000,status=1GiB" {
+		t.Errorf("Set of two = %v, %v", err, m.String())
+	}
+}

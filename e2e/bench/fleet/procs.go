@@ -53,6 +53,7 @@ type proc struct {
 	args     []string
 	logPath  string
 	readyURL string
+	env      []string // added to the environment, as GOMEMLIMIT=448MiB
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -70,7 +71,7 @@ func (p *proc) start() error {
 	}
 	defer logf.Close() // the child has its own copy
 	cmd := exec.Command(p.bin, p.args...)
-	cmd.Env = cleanEnv()
+	cmd.Env = append(cleanEnv(), p.env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Killed by the kernel if the benchmark dies.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -240,7 +241,8 @@ func cpuTime(pid int) time.Duration {
 func cleanEnv() []string {
 	var out []string
 	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "FLOTILLA_") || strings.HasPrefix(kv, "DATABASE_URL=") || strings.HasPrefix(kv, "KUBECONFIG=") {
+		if strings.HasPrefix(kv, "FLOTILLA_") || strings.HasPrefix(kv, "DATABASE_URL=") || strings.HasPrefix(kv, "KUBECONFIG=") ||
+			strings.HasPrefix(kv, "GOMEMLIMIT=") {
 			continue
 		}
 		out = append(out, kv)

@@ -113,6 +113,7 @@ func (s *suite) start(ctx context.Context) error {
 		name: "nats-server", bin: filepath.Join(bins, "nats-server"), logPath: filepath.Join(s.dir, "nats-server.log"),
 		args: []string{"-js", "-sd", filepath.Join(s.dir, "nats"), "-a", "127.0.0.1", "-p", strconv.Itoa(port),
 			"-n", "flotilla-fleet", "-m", strconv.Itoa(monitor)},
+		env:      s.o.memoryLimits.env("nats-server"),
 		readyURL: fmt.Sprintf("http://127.0.0.1:%d/healthz?js-enabled-only=true", monitor),
 	}
 	if err := s.nats.start(); err != nil {
@@ -141,6 +142,7 @@ func (s *suite) start(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		p.env = s.o.memoryLimits.env(name)
 		if err := p.start(); err != nil {
 			return err
 		}
@@ -641,7 +643,11 @@ func (s *suite) finalRows(ctx context.Context) {
 		}
 		peak := p.peak()
 		total += peak
-		s.add(row{scenario: "peak RSS / CPU time of " + p.name, ours: bytesString(peak) + " / " + dur(p.cpuUsed()), kubefleet: "-", goal: "-"})
+		scenario := "peak RSS / CPU time of " + p.name
+		if limit, ok := s.o.memoryLimits[p.name]; ok {
+			scenario += " (GOMEMLIMIT " + limit + ")"
+		}
+		s.add(row{scenario: scenario, ours: bytesString(peak) + " / " + dur(p.cpuUsed()), kubefleet: "-", goal: "-"})
 	}
 	s.add(row{scenario: "peak RSS, all services together (nats-server included)", ours: bytesString(total),
 		kubefleet: "hub agent 16-24 GB", ratio: ratio(16<<30, total), goal: underBytes(total, 1<<30)})
@@ -693,8 +699,8 @@ func (s *suite) add(r row) {
 func (s *suite) print(out io.Writer, took time.Duration) {
 	o := s.o
 	fmt.Fprintf(out, "\nFlotilla beside KubeFleet (Performance and Scalability Report Q1 2026: 1,000 members, hub agent on 2 x 16-core VMs)\n")
-	fmt.Fprintf(out, "this run: %d simulated members (%s consumers), heartbeat %s, apply delay %s, each service its own process on this machine (%d cores, shared; load average %s at the end), %s in all\n\n",
-		o.members, o.consumers, o.heartbeat, o.applyDelay, runtime.NumCPU(), loadAverage(), took.Round(time.Second))
+	fmt.Fprintf(out, "this run: %d simulated members (%s consumers), heartbeat %s, apply delay %s, each service its own process on this machine (%d cores, shared; load average %s at the end), GOMEMLIMIT %s, %s in all\n\n",
+		o.members, o.consumers, o.heartbeat, o.applyDelay, runtime.NumCPU(), loadAverage(), &o.memoryLimits, took.Round(time.Second))
 	w := [5]int{len("scenario"), len("Flotilla"), len("KubeFleet"), len("KubeFleet/Flotilla"), len("goal")}
 	for _, r := range s.rows {
 		for i, c := range []string{r.scenario, r.ours, r.kubefleet, r.ratio, r.goal} {
