@@ -387,6 +387,7 @@ func (s *suite) manyPlacements(ctx context.Context) error {
 	bounded.opts.timeout = o.burstTimeout
 	b := &bounded
 	before, cpuBefore := s.consumerSeqs(ctx), s.cpuUsed()
+	hubCPUBefore, dbBefore := s.hubCPU(), s.databaseSizeOrZero(ctx)
 	reportsBefore := b.fleet.Stats().Reports
 	at := time.Now()
 	var names []string
@@ -440,6 +441,8 @@ func (s *suite) manyPlacements(ctx context.Context) error {
 	s.add(row{scenario: fmt.Sprintf("%s placements, PickN %d each (%s bindings), to Available", count(o.placements), o.pick, count(want)),
 		ours: fmt.Sprintf("%s (%.0f placements/s)", dur(took), float64(o.placements)/took.Seconds()), kubefleet: "-", goal: "-"})
 	s.add(row{scenario: "  applied with fleetctl / last member report", ours: dur(applied) + " / " + dur(reported), kubefleet: "-", goal: "-"})
+	s.add(s.costRow(ctx, fmt.Sprintf("  cost of a placement on %d clusters, to Available: hub CPU (nats-server included) / PostgreSQL growth", o.pick),
+		o.placements, hubCPUBefore, dbBefore))
 	for _, name := range []string{bus.ConsumerScheduler, bus.ConsumerRollout, bus.ConsumerStatus} {
 		n := after[name] - before[name]
 		s.add(row{scenario: "  events/s through the " + name + " consumer in that burst (its CPU time)",
@@ -573,6 +576,7 @@ func (s *suite) pickAllBig(ctx context.Context) error {
 	o := s.o
 	n := o.bigMembers - o.members
 	fmt.Fprintf(s.progress, "%d more members joining\n", n)
+	hubCPUBefore, dbBefore := s.hubCPU(), s.databaseSizeOrZero(ctx)
 	at := time.Now()
 	big, err := s.startFleet(ctx, "big", n)
 	if err != nil {
@@ -601,6 +605,7 @@ func (s *suite) pickAllBig(ctx context.Context) error {
 	}
 	joined := time.Since(at)
 	s.add(row{scenario: fmt.Sprintf("join %s more clusters (taken in by the hub)", count(n)), ours: dur(joined), kubefleet: "-", goal: "-"})
+	s.add(s.costRow(ctx, "  cost of a cluster joining (first heartbeat included): hub CPU / PostgreSQL growth", n, hubCPUBefore, dbBefore))
 	p := placementSpec{name: "all", namespace: "all", objects: o.objects}
 	bo := *s.b
 	bo.opts.timeout = o.bigTimeout
@@ -657,6 +662,32 @@ func (s *suite) finalRows(ctx context.Context) {
 	} else {
 		s.add(row{scenario: "PostgreSQL database size", ours: err.Error()})
 	}
+}
+
+// hubCPU is the CPU time nats-server and the hub services have used so far.
+func (s *suite) hubCPU() time.Duration {
+	var total time.Duration
+	for _, p := range append([]*proc{s.nats}, s.servicesInOrder()...) {
+		total += p.cpuUsed()
+	}
+	return total
+}
+
+// costRow is what each of n things (placements, clusters) cost the hub since hubCPU
+// and databaseSize gave cpuBefore and dbBefore: CPU time and PostgreSQL's growth.
+func (s *suite) costRow(ctx context.Context, scenario string, n int, cpuBefore time.Duration, dbBefore int64) row {
+	cpu := (s.hubCPU() - cpuBefore) / time.Duration(n)
+	db := "-"
+	if after := s.databaseSizeOrZero(ctx); after > 0 && dbBefore > 0 {
+		db = bytesString((after - dbBefore) / int64(n))
+	}
+	return row{scenario: scenario, ours: cpu.Round(10*time.Microsecond).String() + " / " + db, kubefleet: "-", goal: "-"}
+}
+
+// databaseSizeOrZero is databaseSize, 0 when it cannot be read (the row then says -).
+func (s *suite) databaseSizeOrZero(ctx context.Context) int64 {
+	size, _ := s.databaseSize(ctx)
+	return size
 }
 
 func (s *suite) servicesInOrder() []*proc {
