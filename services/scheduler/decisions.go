@@ -3,7 +3,6 @@ package scheduler
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -21,23 +20,6 @@ import (
 	"github.com/flotilla-dev/flotilla/services/scheduler/schedule"
 )
 
-// binding reads a placement's current decision.
-func (s *Scheduler) binding(ctx context.Context, tx pgx.Tx, name string) (*schedule.Decision, error) {
-	var raw []byte
-	err := tx.QueryRow(ctx, `select decision from scheduler_bindings where placement = $1`, name).Scan(&raw)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read binding of %s: %w", name, err)
-	}
-	var d schedule.Decision
-	if err := json.Unmarshal(raw, &d); err != nil {
-		return nil, fmt.Errorf("read binding of %s: %w", name, err)
-	}
-	return &d, nil
-}
-
 // decide schedules one placement (its row is locked by the caller) and
 // records the decision when it changed or answers a new generation.
 func (s *Scheduler) decide(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, r placementRow) error {
@@ -50,13 +32,9 @@ func (s *Scheduler) decide(ctx context.Context, tx pgx.Tx, ev cloudevents.Event,
 	if err != nil {
 		return err
 	}
-	prev, err := s.binding(ctx, tx, r.name)
+	prev, prevGeneration, err := s.bindingAndGeneration(ctx, tx, r.name)
 	if err != nil {
 		return err
-	}
-	var prevGeneration int64
-	if prev != nil {
-		_ = tx.QueryRow(ctx, `select generation from scheduler_bindings where placement = $1`, r.name).Scan(&prevGeneration)
 	}
 	fo, err := s.failoverPolicy(ctx, tx, r, prev)
 	if err != nil {
@@ -98,6 +76,7 @@ type published struct {
 // from the consumed event, so a retried handler produces the same events.
 func (s *Scheduler) record(ctx context.Context, tx pgx.Tx, ev cloudevents.Event, r placementRow, prev published, d *schedule.Decision, bind bool) error {
 	id := events.ID("scheduled", r.name, ev.ID())
+	s.bindings.forget(r.name)
 	if bind {
 		raw, err := json.Marshal(d)
 		if err != nil {

@@ -115,10 +115,16 @@ func (s *Scheduler) memberSet() (*framework.MemberSet, error) {
 }
 
 // refresh puts one changed member into the built member set, which is cheap
-// compared with rebuilding the set of thousands.
+// compared with rebuilding the set of thousands. A new member re-indexes the whole
+// set, so it drops the set instead, to be built once when next needed: a wave of joins
+// then costs one rebuild, not one per join.
 func (s *Scheduler) refresh(m *member) error {
 	s.members[m.mc.Name] = m
 	if s.set == nil {
+		return nil
+	}
+	if _, ok := s.set.Get(m.mc.Name); !ok {
+		s.set = nil
 		return nil
 	}
 	fm, err := m.framework()

@@ -124,6 +124,7 @@ func (s *Scheduler) deletePlacement(ctx context.Context, tx pgx.Tx, ev cloudeven
 		d.Removed = append(d.Removed, schedule.Unchosen{Cluster: c.Cluster,
 			Reason: framework.Reason{Code: "PlacementDeleted", Message: "the placement was deleted"}})
 	}
+	s.bindings.forget(name)
 	if _, err := tx.Exec(ctx, `delete from scheduler_bindings where placement = $1`, name); err != nil {
 		return fmt.Errorf("delete binding of %s: %w", name, err)
 	}

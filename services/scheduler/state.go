@@ -34,6 +34,8 @@ type Scheduler struct {
 	// member lost; a fleet that falls silent all at once (the hub cut off) loses no
 	// member either. Zero until the first batch. Guarded by mu.
 	heard time.Time
+	// bindings keeps placements' decisions decoded between batches.
+	bindings *bindingCache
 }
 
 // failoverClock notes the bus time a batch reaches (see Scheduler.heard).
@@ -60,5 +62,6 @@ func newScheduler(env *service.Env, now func() time.Time, failoverAfter time.Dur
 	if failoverAfter <= 0 {
 		failoverAfter = DefaultFailoverAfter
 	}
-	return &Scheduler{env: env, now: now, failoverAfter: failoverAfter, members: map[string]*member{}, fleetVersion: -1}
+	return &Scheduler{env: env, now: now, failoverAfter: failoverAfter, members: map[string]*member{}, fleetVersion: -1,
+		bindings: newBindingCache(defaultBindingCacheBytes)}
 }
