@@ -40,8 +40,10 @@ type bindingEntry struct {
 	size int
 }
 
-// defaultBindingCacheBytes bounds the cache: the JSON of about 1,000 decisions of 100
-// clusters each, more than their decoded form in memory.
+// defaultBindingCacheBytes bounds the cache: the JSON of about 250 decisions of PickN
+// 100 over 1,000 members (132 KB each, most of it the 900 clusters not chosen, and
+// about 1.1 times that decoded), or of 2,500 over 100 members. With 16 MiB, make
+// bench-scale's PickN with 1,010 placements present took 1.02 s p50 instead of 0.68.
 const defaultBindingCacheBytes = 32 << 20
 
 func newBindingCache(budget int) *bindingCache {

@@ -154,8 +154,8 @@ func TestMemoryLimitsFlag(t *testing.T) {
 	if got := m.env("nats-server"); len(got) != 1 || got[0] != "GOMEMLIMIT=448MiB" {
 		t.Errorf("nats-server's environment = %q, want GOMEMLIMIT=448MiB", got)
 	}
-	if got := m.env("scheduler"); got != nil {
-		t.Errorf("the scheduler has no limit by default, got %q", got)
+	if got := m.env("rollout"); got != nil {
+		t.Errorf("the rollout has no limit by default, got %q", got)
 	}
 	if err := m.Set("none"); err != nil || len(m) != 0 || m.String() != "none" {
 		t.Errorf(`Set("none") = %v, leaving %v`, err, m)

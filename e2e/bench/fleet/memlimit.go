@@ -11,10 +11,11 @@ import (
 // defaultMemoryLimits is the hub's memory budget for make bench-scale: the GOMEMLIMIT
 // each process runs with, as docker-compose.yaml sets it. Go's collector lets a heap grow to twice
 // what it keeps live before it collects; at 5,000 members nats-server keeps about 260 MiB
-// live (one durable consumer per member) and the status service about 130 MiB (its fold
-// cache), so without a limit they reach 760 and 340-395 MiB. With these limits they
-// collect sooner instead. The scheduler and rollout stay under 120 MiB without one.
-const defaultMemoryLimits = "nats-server=448MiB,status=256MiB"
+// live (one durable consumer per member), the status service about 130 MiB (its fold
+// cache) and the scheduler about 90 MiB (the members and its decisions kept decoded), so
+// without a limit they reach 760, 340-395 and 200 MiB. With these limits they collect
+// sooner instead. The rollout stays under 80 MiB without one.
+const defaultMemoryLimits = "nats-server=448MiB,scheduler=160MiB,status=256MiB"
 
 // memoryLimits is the -memory-limits flag: process name → GOMEMLIMIT value.
 type memoryLimits map[string]string
