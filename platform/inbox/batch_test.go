@@ -91,3 +91,44 @@ func audited(t *testing.T, pool *pgxpool.Pool, id string) int {
 	}
 	return n
 }
+
+// TestFailedBatchLeavesItsConnectionClean fails a batch on a statement PostgreSQL refuses
+// (which aborts the transaction) and then on the context ending mid-batch, with a pool of
+// one connection: the next batch runs on a connection outside any transaction and commits.
+func TestFailedBatchLeavesItsConnectionClean(t *testing.T) {
+	cfg := servicetest.New(t).Pool.Config()
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+
+	refused := []cloudevents.Event{placementDeleted(t, "refused")}
+	if _, err := inbox.HandleBatch(t.Context(), pool, "status", refused, func(ctx context.Context, tx pgx.Tx, _ int) error {
+		_, err := tx.Exec(ctx, "insert into no_such_table values (1)")
+		return err
+	}); err == nil {
+		t.Fatal("a batch whose statement was refused succeeded")
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancelled := []cloudevents.Event{placementDeleted(t, "cancelled")}
+	if _, err := inbox.HandleBatch(ctx, pool, "status", cancelled, func(ctx context.Context, tx pgx.Tx, _ int) error {
+		cancel()
+		_, err := tx.Exec(ctx, "select 1")
+		return err
+	}); err == nil {
+		t.Fatal("a batch whose context ended succeeded")
+	}
+
+	batch := []cloudevents.Event{placementDeleted(t, "after"), refused[0], cancelled[0]}
+	ran, err := inbox.HandleBatch(t.Context(), pool, "status", batch, record(pool, batch))
+	if err != nil || !slices.Equal(ran, []bool{true, true, true}) {
+		t.Fatalf("the batch after the failures: ran %v, %v; want all three to run", ran, err)
+	}
+	for _, ev := range batch {
+		if n := audited(t, pool, ev.ID()); n != 1 {
+			t.Errorf("event %s took effect %d times, want once", ev.ID(), n)
+		}
+	}
+}

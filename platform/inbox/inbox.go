@@ -51,22 +51,16 @@ func HandleBatch(ctx context.Context, pool *pgxpool.Pool, consumer string, evs [
 func HandleBatchThen(ctx context.Context, pool *pgxpool.Pool, consumer string, evs []cloudevents.Event,
 	fn func(ctx context.Context, tx pgx.Tx, i int) error, then func(ctx context.Context, tx pgx.Tx) error) ([]bool, error) {
 	ran := make([]bool, len(evs))
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	err := func() error {
 		ids := make([]string, len(evs))
 		for i, ev := range evs {
 			ids[i] = ev.ID()
 		}
-		rows, err := tx.Query(ctx, `
-			insert into inbox (consumer, event_id) select $1, unnest($2::text[])
-			on conflict do nothing
-			returning event_id`, consumer, ids)
+		tx, claimed, err := beginClaim(ctx, pool, consumer, ids)
 		if err != nil {
-			return fmt.Errorf("claim inbox rows: %w", err)
+			return err
 		}
-		claimed, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return fmt.Errorf("claim inbox rows: %w", err)
-		}
+		defer tx.end(ctx)
 		fresh := make(map[string]bool, len(claimed))
 		for _, id := range claimed {
 			fresh[id] = true
@@ -82,11 +76,13 @@ func HandleBatchThen(ctx context.Context, pool *pgxpool.Pool, consumer string, e
 				return fmt.Errorf("%s %s: %w", ev.Type(), ev.ID(), err)
 			}
 		}
-		if then == nil {
-			return nil
+		if then != nil {
+			if err := then(ctx, tx); err != nil {
+				return err
+			}
 		}
-		return then(ctx, tx)
-	})
+		return tx.Commit(ctx)
+	}()
 	if err != nil {
 		return nil, fmt.Errorf("handle a batch of %d events as %s: %w", len(evs), consumer, err)
 	}
