@@ -72,6 +72,8 @@ type Applier struct {
 
 	scanMu sync.Mutex
 	scan   *memberScan // the last search of the member; see ownedAfter
+	// scanRefresh: a first run used a search older than scanRefreshAfter.
+	scanRefresh bool
 }
 
 // New returns an Applier for the member reached through cfg. It makes no

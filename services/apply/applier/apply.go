@@ -107,6 +107,7 @@ func (a *Applier) Apply(ctx context.Context, w *events.WorkDesired) (*events.Wor
 	}
 	r.commit(prev)
 	r.logTimings(ctx)
+	a.refreshScanLater(ctx)
 	if !pruned {
 		// The next run searches the member again rather than trusting
 		// this run's state to say what the placement owned before.

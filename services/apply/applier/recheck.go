@@ -15,8 +15,8 @@ import (
 )
 
 // Recheck re-examines one object of a placement after the member reported a
-// change to it. live is the object as the watch saw it, or nil when it was
-// deleted or lost Flotilla's label. It returns the reports to publish, in
+// change to it. live is the object as the watch saw it (read only: Recheck
+// copies what it keeps), or nil when it was deleted or lost Flotilla's label. It returns the reports to publish, in
 // order; none when nothing a user would see changed.
 //
 // A change to status or server-set metadata only refreshes availability. A
@@ -37,6 +37,14 @@ func (a *Applier) Recheck(ctx context.Context, placementName string, key manifes
 	}
 	defer a.objLocks.lock(key)()
 
+	if live != nil && t.live != nil && live.GetResourceVersion() == t.live.GetResourceVersion() && live.GetUID() == t.live.GetUID() {
+		// The watch echoing what this worker last saw (its own apply, most often: a new
+		// placement's objects all come back so): nothing to examine.
+		return nil, nil
+	}
+	if live != nil {
+		live = live.DeepCopy() // kept as t.live; the informer's copy is shared
+	}
 	if live == nil || !manifest.OwnedBy(live.GetLabels(), placementName) {
 		got, err := a.get(ctx, t)
 		if err != nil {

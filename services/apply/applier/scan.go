@@ -31,8 +31,19 @@ import (
 // and removal reads each object again first.
 
 // scanReuse is how long a search of the member serves placements' first
-// runs.
-const scanReuse = time.Minute
+// runs. (Variables, for tests.)
+var scanReuse = time.Minute
+
+// A first run that finds the last search older than scanRefreshAfter uses it,
+// and a new search starts scanRefreshDelay after the run: a member that keeps
+// receiving new placements then always has a search to reuse, and none of
+// those runs waits for one (60 lists, on the member's API server and here,
+// while the run's objects are applied). The delay keeps the search out of the
+// burst the run may be part of.
+var (
+	scanRefreshAfter = scanReuse / 2
+	scanRefreshDelay = 2 * time.Second
+)
 
 // memberScan is one search of the member for every object Flotilla manages.
 type memberScan struct {
@@ -49,22 +60,9 @@ func (a *Applier) ownedAfter(ctx context.Context, placementName string, since ti
 	a.scanMu.Lock()
 	s := a.scan
 	if s == nil || !s.started.After(since) || time.Since(s.started) > scanReuse || s.failed() {
-		s = &memberScan{started: time.Now(), done: make(chan struct{})}
-		a.scan = s
-		go func() {
-			defer close(s.done)
-			found, err := a.search(ctx, manifest.ManagedBySelector)
-			if err != nil {
-				s.err = err
-				return
-			}
-			s.owned = map[string][]ownedRef{}
-			for _, f := range found {
-				for _, tok := range f.owners {
-					s.owned[tok] = append(s.owned[tok], f.ref)
-				}
-			}
-		}()
+		s = a.startScan(ctx)
+	} else if time.Since(s.started) > scanRefreshAfter {
+		a.scanRefresh = true
 	}
 	a.scanMu.Unlock()
 	select {
@@ -76,6 +74,55 @@ func (a *Applier) ownedAfter(ctx context.Context, placementName string, since ti
 		return nil, placementSearchError(placementName, s.err)
 	}
 	return slices.Clone(s.owned[ownerToken(placementName)]), nil
+}
+
+// startScan starts a search of the member and makes it the last one. Called
+// with scanMu held.
+func (a *Applier) startScan(ctx context.Context) *memberScan {
+	s := &memberScan{started: time.Now(), done: make(chan struct{})}
+	a.scan = s
+	go func() {
+		defer close(s.done)
+		found, err := a.search(ctx, manifest.ManagedBySelector)
+		if err != nil {
+			s.err = err
+			return
+		}
+		s.owned = map[string][]ownedRef{}
+		for _, f := range found {
+			for _, tok := range f.owners {
+				s.owned[tok] = append(s.owned[tok], f.ref)
+			}
+		}
+	}()
+	return s
+}
+
+// refreshScanLater starts a new search scanRefreshDelay from now when a first
+// run asked for one (see scanRefreshAfter), unless a search started in the
+// meantime. The search outlives the run's ctx, bounded by scanReuse.
+func (a *Applier) refreshScanLater(ctx context.Context) {
+	a.scanMu.Lock()
+	defer a.scanMu.Unlock()
+	if !a.scanRefresh {
+		return
+	}
+	a.scanRefresh = false
+	last, reuse := a.scan, scanReuse
+	ctx = context.WithoutCancel(ctx)
+	time.AfterFunc(scanRefreshDelay, func() {
+		a.scanMu.Lock()
+		defer a.scanMu.Unlock()
+		if a.scan != last {
+			return // a run needed one sooner
+		}
+		sctx, cancel := context.WithTimeout(ctx, reuse)
+		s := a.startScan(sctx)
+		go func() {
+			<-s.done
+			cancel()
+		}()
+	})
 }
 
 // failed reports whether the search ended in an error.

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/flotilla-dev/flotilla/events/api"
 	"github.com/flotilla-dev/flotilla/services/apply/applier"
@@ -56,6 +57,58 @@ func TestFirstRunsShareOneSearch(t *testing.T) {
 		t.Error("a dropped object survived")
 	}
 	if gone(t, ns, "keep") || gone(t, otherNS, "other") {
+		t.Error("a wanted object was deleted")
+	}
+}
+
+// TestSearchRenewedBeforeFirstRunsNeedIt: a first run that finds the last search
+// half expired uses it and a new one starts soon after, in the background, so
+// that the next first run waits for none; the renewed search still finds what a
+// placement owned before the restart.
+func TestSearchRenewedBeforeFirstRunsNeedIt(t *testing.T) {
+	defer applier.SetScanTimes(3*time.Second, 500*time.Millisecond, 100*time.Millisecond)()
+	placement, other, third := name(t, "crp"), name(t, "other"), name(t, "third")
+	ns, otherNS, thirdNS := name(t, ""), name(t, "other-ns"), name(t, "third-ns")
+	mustApply(t, newApplier(t), placement, api.ApplyStrategy{}, nsYAML(ns), configMapYAML(ns, "keep", "1"), configMapYAML(ns, "drop", "1"))
+
+	counted := &searches{}
+	cfg := members.RESTConfig(member)
+	cfg.Wrap(func(next http.RoundTripper) http.RoundTripper { counted.next = next; return counted })
+	fresh, err := applier.New(cfg, applier.Options{Cluster: member}) // as after a restart
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustApply(t, fresh, other, api.ApplyStrategy{}, nsYAML(otherNS), configMapYAML(otherNS, "other", "1"))
+	if counted.n.Load() == 0 {
+		t.Fatal("the first run after a restart did not search the member")
+	}
+
+	time.Sleep(600 * time.Millisecond) // the search is now older than half its life
+	counted.n.Store(0)
+	mustApply(t, fresh, third, api.ApplyStrategy{}, nsYAML(thirdNS), configMapYAML(thirdNS, "third", "1"))
+	if n := counted.n.Load(); n != 0 {
+		t.Errorf("a first run waited for a new search (%d lists) while the last was still valid", n)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for counted.n.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if counted.n.Load() == 0 {
+		t.Fatal("no new search started after a first run used a half-expired one")
+	}
+
+	// Past the first search's life, within the renewed one's: the next first run
+	// reuses the renewal, which found what the placement owned before.
+	time.Sleep(2600 * time.Millisecond)
+	counted.n.Store(0)
+	mustApply(t, fresh, placement, api.ApplyStrategy{}, nsYAML(ns), configMapYAML(ns, "keep", "1"))
+	if n := counted.n.Load(); n != 0 {
+		t.Errorf("a first run searched the member (%d lists) though a renewed search was valid", n)
+	}
+	if !gone(t, ns, "drop") {
+		t.Error("an object the placement owned before the restart and no longer lists survived its first run")
+	}
+	if gone(t, ns, "keep") || gone(t, otherNS, "other") || gone(t, thirdNS, "third") {
 		t.Error("a wanted object was deleted")
 	}
 }

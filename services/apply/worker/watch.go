@@ -131,7 +131,8 @@ func (x *watcher) changed(gvr schema.GroupVersionResource, obj any) {
 	}
 }
 
-// lookup returns the object as the informer last saw it; nil when it is gone
+// lookup returns the object as the informer last saw it, not a copy: the
+// caller must not change it (Recheck copies what it keeps). Nil when it is gone
 // (or lost Flotilla's label).
 func (x *watcher) lookup(gvr schema.GroupVersionResource, key manifest.Key) *unstructured.Unstructured {
 	x.mu.Lock()
@@ -149,10 +150,7 @@ func (x *watcher) lookup(gvr schema.GroupVersionResource, key manifest.Key) *uns
 		return nil
 	}
 	u, _ := obj.(*unstructured.Unstructured)
-	if u == nil {
-		return nil
-	}
-	return u.DeepCopy()
+	return u
 }
 
 // runChecks examines queued member changes until the queue shuts down.
