@@ -1,6 +1,7 @@
 package standalone
 
 import (
+	"runtime/debug"
 	"strings"
 	"testing"
 )
@@ -49,5 +50,41 @@ func TestLocalMembersSpreadAcrossRegions(t *testing.T) {
 		if labels["fleet.azure.com/location"] == "" {
 			t.Errorf("member-%d has no fleet.azure.com/location label", i+1)
 		}
+	}
+}
+
+// The collector's target: GCPercent when set, GOGC from the environment over the default,
+// and the previous setting back when Run ends.
+func TestGCPercent(t *testing.T) {
+	current := func() int { // SetGCPercent returns the previous value
+		v := debug.SetGCPercent(100)
+		debug.SetGCPercent(v)
+		return v
+	}
+	before := current()
+	tests := []struct {
+		name string
+		pct  int
+		gogc string
+		want int
+	}{
+		{"default", 0, "", DefaultGCPercent},
+		{"set", 250, "", 250},
+		{"GOGC wins over the default", 0, "150", before},
+		{"set wins over GOGC", 250, "150", 250},
+		{"negative keeps Go's", -1, "", before},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("GOGC", tt.gogc)
+			restore := setGCPercent(tt.pct)
+			if got := current(); got != tt.want {
+				t.Errorf("collector target %d, want %d", got, tt.want)
+			}
+			restore()
+			if got := current(); got != before {
+				t.Errorf("after Run: collector target %d, want %d back", got, before)
+			}
+		})
 	}
 }

@@ -2,6 +2,7 @@ package standalone
 
 import (
 	"flag"
+	"fmt"
 	"os"
 )
 
@@ -30,5 +31,6 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.NATSTLS, "nats-tls", false, "NATS accepts TCP clients over TLS only, with a client certificate (made in <data-dir>/tls; fleetctl takes them with --nats-ca, --nats-cert and --nats-key)")
 	fs.StringVar(&c.EncryptionKeyFile, "encryption-key-file", os.Getenv("FLOTILLA_ENCRYPTION_KEY_FILE"),
 		"keys that encrypt Secrets in PostgreSQL (default <data-dir>/encryption-keys, made when missing)")
+	fs.IntVar(&c.GCPercent, "gc-percent", 0, fmt.Sprintf("the Go collector's target for the one heap every service shares (0: %d, or $GOGC when set; negative: Go's default)", DefaultGCPercent))
 	fs.TextVar(&c.LogLevel, "log-level", c.LogLevel, "level of the services' log in <data-dir>/flotilla.log: debug, info, warn or error")
 }
