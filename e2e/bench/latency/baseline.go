@@ -15,6 +15,7 @@ import (
 // member, then applying the edited ConfigMap to every member.
 type baselineRun struct {
 	create, update time.Duration
+	createCPU      cpuUse // the CPU the machine's processes used during create
 }
 
 // runKubectl applies the same objects (in a namespace of its own) with `kubectl apply
@@ -65,6 +66,7 @@ func (b *bench) runClientGo(ctx context.Context, run string) (baselineRun, error
 	ctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
 	var res baselineRun
+	cpu0 := sampleCPU()
 	t0 := time.Now()
 	g, gctx := errgroup.WithContext(ctx)
 	for _, m := range b.members {
@@ -82,7 +84,7 @@ func (b *bench) runClientGo(ctx context.Context, run string) (baselineRun, error
 	if err := g.Wait(); err != nil {
 		return res, err
 	}
-	res.create = time.Since(t0)
+	res.create, res.createCPU = time.Since(t0), cpuSince(cpu0)
 
 	change := edited(objs)
 	t0 = time.Now()

@@ -36,6 +36,8 @@ type placementRun struct {
 	create milestones
 	// update: fleetctl apply of one edited ConfigMap.
 	update milestones
+	// createCPU: the CPU the machine's processes used during create.
+	createCPU cpuUse
 }
 
 // milestones are the moments of one measured change, as offsets from its start.
@@ -80,12 +82,13 @@ func (b *bench) runFlotilla(ctx context.Context, run, maxUnavailable string) (pl
 
 	var res placementRun
 	// 1. A new placement of a new namespace with 20 objects.
+	cpu0 := sampleCPU()
 	crp, ms, err := b.measure(ctx, name, filepath.Join(dir, "create"), keys, firstStamp,
 		func(crp *api.ClusterResourcePlacement) bool { return appliedEverywhere(crp, len(b.members), -1) })
 	if err != nil {
 		return res, fmt.Errorf("new placement %s: %w", name, err)
 	}
-	res.create = ms
+	res.create, res.createCPU = ms, cpuSince(cpu0)
 
 	// Let it settle: the Deployments become available (the rollout's update budget counts
 	// available clusters) and the reports about it are folded.

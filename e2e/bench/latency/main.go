@@ -18,7 +18,8 @@
 //     objects at once (the physical limit).
 //
 // It prints p50/p90/min/max of each over the runs (a warm-up run is not counted), the ratios
-// to the baselines, and where Flotilla's time goes, from the events it sees on the bus. See
+// to the baselines, where Flotilla's time goes, from the events it sees on the bus, and
+// which processes used the machine's CPU during a new placement and during client-go's. See
 // doc.go for what the figures say. It stops everything it started before it exits.
 //
 //	go run ./e2e/bench/latency            # or: make bench

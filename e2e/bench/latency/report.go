@@ -93,6 +93,13 @@ func (r *results) print(w io.Writer, members int, strategy string) {
 
 	r.timeline(w, "Where a new placement's time goes", creates)
 	r.timeline(w, "Where a hub change's time goes", updates)
+
+	var flot, cg []cpuUse
+	for i := range r.flotilla {
+		flot, cg = append(flot, r.flotilla[i].createCPU), append(cg, r.clientG[i].createCPU)
+	}
+	printCPU(w, "Who used the CPU in a new placement", flot, cg,
+		summarise(r.series(creates, msAppliedAll)).p50, summarise(baselineSeries(r.clientG, createOf)).p50)
 }
 
 // timeline prints every milestone of a change, ordered by its median offset from the

@@ -23,7 +23,7 @@ type tracer struct {
 
 	mu      sync.Mutex
 	events  []traced
-	changed chan struct{}
+	changed chan struct{} // closed on the next status event (wake)
 	// statuses are the placements as their status events tell them.
 	statuses map[string]*statusView
 }
@@ -89,10 +89,10 @@ func (t *tracer) handle(msg *nats.Msg) {
 			t.statuses[p.Placement] = v
 		}
 		rec.status = v.apply(p)
+		close(t.changed)
+		t.changed = make(chan struct{})
 	}
 	t.events = append(t.events, rec)
-	close(t.changed)
-	t.changed = make(chan struct{})
 	t.mu.Unlock()
 }
 
@@ -109,7 +109,10 @@ func (t *tracer) since(t0 time.Time) []traced {
 	return out
 }
 
-// wake is closed when the next event arrives.
+// wake is closed when the next status event arrives: only then can a query of the
+// status service answer something new. Waking on every event would query it some 40
+// times in a new placement's window, and the queries would take the CPU the services
+// need.
 func (t *tracer) wake() <-chan struct{} {
 	t.mu.Lock()
 	defer t.mu.Unlock()
