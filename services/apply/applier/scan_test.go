@@ -24,6 +24,20 @@ func (s *searches) RoundTrip(req *http.Request) (*http.Response, error) {
 	return s.next.RoundTrip(req)
 }
 
+// restarted is a new Applier for the member, as after a restart, whose
+// searches of the member are counted.
+func restarted(t *testing.T) (*applier.Applier, *searches) {
+	t.Helper()
+	counted := &searches{}
+	cfg := members.RESTConfig(member)
+	cfg.Wrap(func(next http.RoundTripper) http.RoundTripper { counted.next = next; return counted })
+	a, err := applier.New(cfg, applier.Options{Cluster: member})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, counted
+}
+
 // TestFirstRunsShareOneSearch: after a restart, the search of the member that
 // the first run of one placement made also serves the next placement's first
 // run, which still removes what that placement owned and no longer lists.
@@ -32,13 +46,7 @@ func TestFirstRunsShareOneSearch(t *testing.T) {
 	ns, otherNS := name(t, ""), name(t, "other-ns")
 	mustApply(t, newApplier(t), placement, api.ApplyStrategy{}, nsYAML(ns), configMapYAML(ns, "keep", "1"), configMapYAML(ns, "drop", "1"), configMapYAML(ns, "drop-later", "1"))
 
-	counted := &searches{}
-	cfg := members.RESTConfig(member)
-	cfg.Wrap(func(next http.RoundTripper) http.RoundTripper { counted.next = next; return counted })
-	fresh, err := applier.New(cfg, applier.Options{Cluster: member}) // as after a restart
-	if err != nil {
-		t.Fatal(err)
-	}
+	fresh, counted := restarted(t)
 	mustApply(t, fresh, other, api.ApplyStrategy{}, nsYAML(otherNS), configMapYAML(otherNS, "other", "1"))
 	if counted.n.Load() == 0 {
 		t.Fatal("the first run after a restart did not search the member")
@@ -71,13 +79,7 @@ func TestSearchRenewedBeforeFirstRunsNeedIt(t *testing.T) {
 	ns, otherNS, thirdNS := name(t, ""), name(t, "other-ns"), name(t, "third-ns")
 	mustApply(t, newApplier(t), placement, api.ApplyStrategy{}, nsYAML(ns), configMapYAML(ns, "keep", "1"), configMapYAML(ns, "drop", "1"))
 
-	counted := &searches{}
-	cfg := members.RESTConfig(member)
-	cfg.Wrap(func(next http.RoundTripper) http.RoundTripper { counted.next = next; return counted })
-	fresh, err := applier.New(cfg, applier.Options{Cluster: member}) // as after a restart
-	if err != nil {
-		t.Fatal(err)
-	}
+	fresh, counted := restarted(t)
 	mustApply(t, fresh, other, api.ApplyStrategy{}, nsYAML(otherNS), configMapYAML(otherNS, "other", "1"))
 	if counted.n.Load() == 0 {
 		t.Fatal("the first run after a restart did not search the member")
