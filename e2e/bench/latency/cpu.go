@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -147,4 +149,26 @@ func peakRSS() int64 {
 		}
 	}
 	return 0
+}
+
+// profileWindow starts a CPU profile of this process for run's new placement when
+// -window-profiles asks for one (not for warm-up runs), and returns what stops it. A
+// profile of the windows alone shows what the stack does while it is measured, without
+// the baselines and pauses around it.
+func (b *bench) profileWindow(run string) (stop func(), err error) {
+	if b.windowProfiles == "" || strings.HasPrefix(run, "w") {
+		return func() {}, nil
+	}
+	f, err := os.Create(filepath.Join(b.windowProfiles, "new-"+run+".prof"))
+	if err != nil {
+		return nil, fmt.Errorf("-window-profiles: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("-window-profiles: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }

@@ -14,7 +14,7 @@ package main
 //
 // Both cores were busy the whole window; the stack's share was this process (every
 // service, NATS, the observers, the simulated nodes) and PostgreSQL. A CPU profile of the
-// windows alone (pprof started and stopped around each) put 16% of the process in the
+// windows alone (-window-profiles DIR: pprof started and stopped around each) put 16% of the process in the
 // collector, 13% in decoding watch events and 13% in the apply worker's rechecks of
 // member changes. What changed, each measured A/B in the same sitting:
 //

@@ -83,8 +83,13 @@ func (b *bench) runFlotilla(ctx context.Context, run, maxUnavailable string) (pl
 	var res placementRun
 	// 1. A new placement of a new namespace with 20 objects.
 	cpu0 := sampleCPU()
+	stopProfile, err := b.profileWindow(run)
+	if err != nil {
+		return placementRun{}, err
+	}
 	crp, ms, err := b.measure(ctx, name, filepath.Join(dir, "create"), keys, firstStamp,
 		func(crp *api.ClusterResourcePlacement) bool { return appliedEverywhere(crp, len(b.members), -1) })
+	stopProfile()
 	if err != nil {
 		return res, fmt.Errorf("new placement %s: %w", name, err)
 	}

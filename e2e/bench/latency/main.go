@@ -62,6 +62,7 @@ type options struct {
 	trace          bool
 	idle           int
 	cpuProfile     string
+	windowProfiles string
 }
 
 func main() {
@@ -79,10 +80,21 @@ func main() {
 	flag.BoolVar(&o.trace, "trace", false, "print every event of each measured change, with its offset, to stderr")
 	flag.IntVar(&o.idle, "idle-placements", 0, "small placements to put in place before the measured runs (a fleet that already holds work)")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (the whole Flotilla stack runs in it) to this file")
+	flag.StringVar(&o.windowProfiles, "window-profiles", "", "write a CPU profile of this process during each measured new placement only, as DIR/new-NN.prof (go tool pprof merges DIR/*.prof)")
 	flag.Parse()
 	if o.runs < 1 || o.warmup < 0 || o.members < 1 {
 		fmt.Fprintln(os.Stderr, "latency: -runs and -members must be at least 1, -warmup at least 0")
 		os.Exit(2)
+	}
+	if o.cpuProfile != "" && o.windowProfiles != "" {
+		fmt.Fprintln(os.Stderr, "latency: -cpuprofile and -window-profiles exclude each other (one CPU profile at a time)")
+		os.Exit(2)
+	}
+	if o.windowProfiles != "" {
+		if err := os.MkdirAll(o.windowProfiles, 0o755); err != nil {
+			fmt.Fprintf(os.Stderr, "latency: -window-profiles: %v\n", err)
+			os.Exit(2)
+		}
 	}
 	if o.cpuProfile != "" {
 		f, err := os.Create(o.cpuProfile)
@@ -120,6 +132,8 @@ type bench struct {
 	timeout      time.Duration
 	traceOut     io.Writer // nil: no per-event trace
 	progress     io.Writer
+	// windowProfiles, when set, is the directory of a CPU profile per measured new placement.
+	windowProfiles string
 }
 
 func run(ctx context.Context, o options, out, progress io.Writer) (err error) {
@@ -248,7 +262,7 @@ func newBench(ctx context.Context, ep standalone.Endpoints, o options, kubectl, 
 	b := &bench{
 		natsURL: ep.NATSURL, query: query.New(nc), tracer: tr,
 		kubectl: kubectl, kubectlCache: filepath.Join(dataDir, "kubectl-cache"), workDir: filepath.Join(dataDir, "bench"),
-		poll: o.poll, settle: o.settle, timeout: o.timeout, progress: progress,
+		poll: o.poll, settle: o.settle, timeout: o.timeout, progress: progress, windowProfiles: o.windowProfiles,
 	}
 	for _, m := range ep.Members {
 		mm, err := newMember(m.Name, m.Kubeconfig)
