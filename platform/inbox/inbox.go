@@ -17,24 +17,12 @@ import (
 // handled before, and nothing was done. An error from fn rolls everything
 // back, so a retry starts clean.
 func Handle(ctx context.Context, pool *pgxpool.Pool, consumer string, ev cloudevents.Event, fn func(ctx context.Context, tx pgx.Tx) error) (bool, error) {
-	ran := false
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `
-			insert into inbox (consumer, event_id) values ($1, $2)
-			on conflict do nothing`, consumer, ev.ID())
-		if err != nil {
-			return fmt.Errorf("claim inbox row: %w", err)
-		}
-		if tag.RowsAffected() == 0 {
-			return nil
-		}
-		ran = true
-		return fn(ctx, tx)
-	})
+	ran, err := HandleBatchThen(ctx, pool, consumer, []cloudevents.Event{ev},
+		func(ctx context.Context, tx pgx.Tx, _ int) error { return fn(ctx, tx) }, nil)
 	if err != nil {
-		return false, fmt.Errorf("handle %s %s as %s: %w", ev.Type(), ev.ID(), consumer, err)
+		return false, err
 	}
-	return ran, nil
+	return ran[0], nil
 }
 
 // HandleBatch is Handle for several events in one transaction: each event's inbox row
