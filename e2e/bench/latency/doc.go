@@ -1,5 +1,25 @@
 package main
 
+// Issue 19, 2026-11-25 (ninth session): no change to the path, a quieter machine (a fresh
+// VM: kubectl 0.79-0.89 s where the last sittings gave 1.10-1.26 s). Three sittings of
+// the same path in a row (69c5817, then the apply benchmark's fix), the second being make bench:
+//
+//	                                       -window-profiles   make bench   -trace, 10 runs
+//	new placement → Applied=True (event)   153 / 232 ms       213 / 280    143 / 234 ms  (p50 / p90)
+//	client-go, same run                    111 / 171 ms       118 / 165    102 / 171 ms
+//	ratio of the Applied p50 to client-go's    1.4×               1.8×         1.4×
+//	hub change → Applied=True (event)      133 / 198 ms       135 / 196
+//
+// Stage p50s in the make bench sitting: bus 7, scheduled 13, snapshot 19, work 26-27,
+// objects on members 125/144/168, last report 162, Applied event 213 (p90 280). CPU in
+// the window: this process 90 ms, API servers 240 (client-go's window 180), etcd 50,
+// controller managers 40, PostgreSQL 40; 470 ms used of 432 offered. A temporary log of
+// the status service's batches: a report's batch takes 2-6 ms when the cores are free
+// (claim, fold, the writes with the versions read, commit: three round trips; the fold
+// cache spares the reads), 15-55 ms when they are not, any of its round trips waiting;
+// the relay publishes the status event 0.1-2 ms after the commit. The status step is
+// the batch of the last report plus the relay, and whatever batch runs before it.
+
 // Issue 19, 2026-11-24 (eighth session). The machine's CPU is the limit: this program now
 // prints who used it from the start of a new placement until it was done (/proc, p50 over
 // the runs). A sitting at the session's start:
