@@ -15,7 +15,8 @@ import (
 // member, then applying the edited ConfigMap to every member.
 type baselineRun struct {
 	create, update time.Duration
-	createCPU      cpuUse // the CPU the machine's processes used during create
+	createCPU      cpuUse    // the CPU the machine's processes used during create
+	createRequests apiCounts // what the members' API servers were asked during create (-requests)
 }
 
 // runKubectl applies the same objects (in a namespace of its own) with `kubectl apply
@@ -66,6 +67,10 @@ func (b *bench) runClientGo(ctx context.Context, run string) (baselineRun, error
 	ctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
 	var res baselineRun
+	req0, err := b.requestsBefore(ctx)
+	if err != nil {
+		return res, err
+	}
 	cpu0 := sampleCPU()
 	t0 := time.Now()
 	g, gctx := errgroup.WithContext(ctx)
@@ -85,6 +90,9 @@ func (b *bench) runClientGo(ctx context.Context, run string) (baselineRun, error
 		return res, err
 	}
 	res.create, res.createCPU = time.Since(t0), cpuSince(cpu0)
+	if res.createRequests, err = b.requestsSince(ctx, req0); err != nil {
+		return res, err
+	}
 
 	change := edited(objs)
 	t0 = time.Now()

@@ -19,6 +19,15 @@ package main
 // cache spares the reads), 15-55 ms when they are not, any of its round trips waiting;
 // the relay publishes the status event 0.1-2 ms after the commit. The status step is
 // the batch of the last report plus the relay, and whatever batch runs before it.
+//
+// The API servers' larger share under Flotilla (240 against 180 ms above) is not more
+// requests: -requests counts them from the members' /metrics before and after each window
+// (10 runs, summed over the 3 members, p50). Flotilla's applies are client-go's, 9 per kind
+// (3 GETs of the namespace besides); its window is longer, so more of the members' own
+// controllers' work falls inside it (PUT deployments/status, POST pods, replicasets), and
+// the apply workers' watches add one watch event per object and member (roles 36 against
+// 27: the benchmark's observer and the controller manager watch them too). All requests:
+// 136 against 173 in one sitting, 154 against 153 in another.
 
 // Issue 19, 2026-11-24 (eighth session). The machine's CPU is the limit: this program now
 // prints who used it from the start of a new placement until it was done (/proc, p50 over

@@ -38,6 +38,8 @@ type placementRun struct {
 	update milestones
 	// createCPU: the CPU the machine's processes used during create.
 	createCPU cpuUse
+	// createRequests: what the members' API servers were asked during create (-requests).
+	createRequests apiCounts
 }
 
 // milestones are the moments of one measured change, as offsets from its start.
@@ -82,6 +84,10 @@ func (b *bench) runFlotilla(ctx context.Context, run, maxUnavailable string) (pl
 
 	var res placementRun
 	// 1. A new placement of a new namespace with 20 objects.
+	req0, err := b.requestsBefore(ctx)
+	if err != nil {
+		return placementRun{}, err
+	}
 	cpu0 := sampleCPU()
 	stopProfile, err := b.profileWindow(run)
 	if err != nil {
@@ -94,6 +100,9 @@ func (b *bench) runFlotilla(ctx context.Context, run, maxUnavailable string) (pl
 		return res, fmt.Errorf("new placement %s: %w", name, err)
 	}
 	res.create, res.createCPU = ms, cpuSince(cpu0)
+	if res.createRequests, err = b.requestsSince(ctx, req0); err != nil {
+		return res, err
+	}
 
 	// Let it settle: the Deployments become available (the rollout's update budget counts
 	// available clusters) and the reports about it are folded.

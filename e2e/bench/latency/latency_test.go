@@ -1,6 +1,8 @@
 package main
 
 import (
+	"maps"
+	"strings"
 	"testing"
 	"time"
 
@@ -97,5 +99,36 @@ func TestStatusViewFromChanges(t *testing.T) {
 		}})
 	if !appliedEverywhere(second, 2, -1) || len(second.Status.PlacementStatuses) != 2 {
 		t.Errorf("not applied everywhere after m2 applied: %+v", second.Status)
+	}
+}
+
+// -requests reads the API servers' counters from their /metrics text: requests by verb and
+// resource (subresource appended), watch events by kind; requests with no resource
+// (/metrics itself, discovery) and other metrics are left out.
+func TestParseAPICounts(t *testing.T) {
+	text := `# HELP apiserver_request_total [STABLE] Counter of apiserver requests
+# TYPE apiserver_request_total counter
+apiserver_request_total{code="201",component="apiserver",dry_run="",group="",resource="configmaps",scope="namespace",subresource="",verb="APPLY",version="v1"} 12
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="configmaps",scope="namespace",subresource="",verb="APPLY",version="v1"} 3
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="apps",resource="deployments",scope="namespace",subresource="status",verb="PUT",version="v1"} 2
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="",scope="",subresource="/metrics",verb="GET",version=""} 40
+apiserver_request_duration_seconds_count{verb="APPLY",resource="configmaps"} 99
+apiserver_watch_events_total{component="apiserver",group="",kind="ConfigMap",version="v1"} 7.5e+01
+apiserver_watch_events_total{component="apiserver",group="",resource="secrets",version="v1"} 4
+`
+	got, err := parseAPICounts(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := apiCounts{"APPLY configmaps": 15, "PUT deployments/status": 2, "watch event ConfigMap": 75, "watch event secrets": 4}
+	if !maps.Equal(got, want) {
+		t.Errorf("parseAPICounts = %v, want %v", got, want)
+	}
+	before := apiCounts{"APPLY configmaps": 10, "watch event ConfigMap": 75}
+	if d := got.since(before); !maps.Equal(d, apiCounts{"APPLY configmaps": 5, "PUT deployments/status": 2, "watch event secrets": 4}) {
+		t.Errorf("since = %v", d)
+	}
+	if _, err := parseAPICounts(strings.NewReader(`apiserver_request_total{verb="GET",resource="pods"} x` + "\n")); err == nil {
+		t.Error("a value that is not a number was accepted")
 	}
 }

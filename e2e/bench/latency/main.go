@@ -63,6 +63,7 @@ type options struct {
 	idle           int
 	cpuProfile     string
 	windowProfiles string
+	requests       bool
 }
 
 func main() {
@@ -80,6 +81,7 @@ func main() {
 	flag.BoolVar(&o.trace, "trace", false, "print every event of each measured change, with its offset, to stderr")
 	flag.IntVar(&o.idle, "idle-placements", 0, "small placements to put in place before the measured runs (a fleet that already holds work)")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (the whole Flotilla stack runs in it) to this file")
+	flag.BoolVar(&o.requests, "requests", false, "count the members' API requests and watch events in each new placement, by verb and resource (reads each API server's /metrics just before and after it, which costs them CPU then)")
 	flag.StringVar(&o.windowProfiles, "window-profiles", "", "write a CPU profile of this process during each measured new placement only, as DIR/new-NN.prof (go tool pprof merges DIR/*.prof)")
 	flag.Parse()
 	if o.runs < 1 || o.warmup < 0 || o.members < 1 {
@@ -134,6 +136,8 @@ type bench struct {
 	progress     io.Writer
 	// windowProfiles, when set, is the directory of a CPU profile per measured new placement.
 	windowProfiles string
+	// requests: count the members' API requests in each new placement's window.
+	requests bool
 }
 
 func run(ctx context.Context, o options, out, progress io.Writer) (err error) {
@@ -263,6 +267,7 @@ func newBench(ctx context.Context, ep standalone.Endpoints, o options, kubectl, 
 		natsURL: ep.NATSURL, query: query.New(nc), tracer: tr,
 		kubectl: kubectl, kubectlCache: filepath.Join(dataDir, "kubectl-cache"), workDir: filepath.Join(dataDir, "bench"),
 		poll: o.poll, settle: o.settle, timeout: o.timeout, progress: progress, windowProfiles: o.windowProfiles,
+		requests: o.requests,
 	}
 	for _, m := range ep.Members {
 		mm, err := newMember(m.Name, m.Kubeconfig)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
@@ -22,6 +23,7 @@ type member struct {
 	kubeconfig string
 	client     dynamic.Interface
 	meta       metadata.Interface // for the observer: names and annotations are all it reads
+	raw        rest.Interface     // for -requests: the API server's /metrics
 }
 
 func newMember(name, kubeconfig string) (*member, error) {
@@ -38,7 +40,11 @@ func newMember(name, kubeconfig string) (*member, error) {
 	if err != nil {
 		return nil, fmt.Errorf("member %s: %w", name, err)
 	}
-	return &member{name: name, kubeconfig: kubeconfig, client: c, meta: meta}, nil
+	disc, err := discovery.NewDiscoveryClientForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("member %s: %w", name, err)
+	}
+	return &member{name: name, kubeconfig: kubeconfig, client: c, meta: meta, raw: disc.RESTClient()}, nil
 }
 
 // unthrottled lifts client-go's default client-side rate limit (5 QPS), which would

@@ -100,6 +100,14 @@ func (r *results) print(w io.Writer, members int, strategy string) {
 	}
 	printCPU(w, "Who used the CPU in a new placement", flot, cg,
 		summarise(r.series(creates, msAppliedAll)).p50, summarise(baselineSeries(r.clientG, createOf)).p50)
+
+	var flotReqs, cgReqs []apiCounts
+	for i := range r.flotilla {
+		if r.flotilla[i].createRequests != nil {
+			flotReqs, cgReqs = append(flotReqs, r.flotilla[i].createRequests), append(cgReqs, r.clientG[i].createRequests)
+		}
+	}
+	printRequests(w, "What the members' API servers were asked in a new placement (-requests)", flotReqs, cgReqs)
 }
 
 // timeline prints every milestone of a change, ordered by its median offset from the
