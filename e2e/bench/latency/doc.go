@@ -21,13 +21,15 @@ package main
 // the batch of the last report plus the relay, and whatever batch runs before it.
 //
 // The API servers' larger share under Flotilla (240 against 180 ms above) is not more
-// requests: -requests counts them from the members' /metrics before and after each window
-// (10 runs, summed over the 3 members, p50). Flotilla's applies are client-go's, 9 per kind
-// (3 GETs of the namespace besides); its window is longer, so more of the members' own
-// controllers' work falls inside it (PUT deployments/status, POST pods, replicasets), and
-// the apply workers' watches add one watch event per object and member (roles 36 against
-// 27: the benchmark's observer and the controller manager watch them too). All requests:
-// 136 against 173 in one sitting, 154 against 153 in another.
+// requests of its own: -requests counts them from the members' /metrics before and after
+// each window (10 runs, summed over the 3 members, p50). Flotilla's applies are client-go's,
+// 9 per kind, with 3 GETs of the namespace besides, and the apply workers' watches add one
+// watch event per object and member (roles 36 against 27: the benchmark's observer and the
+// controller manager watch them too). The rest is the members' own controllers
+// (deployments, replicasets, pods), whose work lands in either window depending on when it
+// runs: the counters are read just after the window, while the controllers go on
+// (PUT deployments/status 20 against 36 in one sitting, 26 against 28 in another; all
+// requests 136 against 173, and 154 against 153).
 
 // Issue 19, 2026-11-24 (eighth session). The machine's CPU is the limit: this program now
 // prints who used it from the start of a new placement until it was done (/proc, p50 over
