@@ -1,8 +1,12 @@
 package bus
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -289,7 +293,7 @@ func (o TopologyOptions) consumer(name, description string, deliver jetstream.De
 // with ApplyConsumerConfig.
 func EnsureTopology(ctx context.Context, js jetstream.JetStream, opts TopologyOptions) error {
 	for _, cfg := range opts.Streams() {
-		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
+		if err := ensureStream(ctx, js, cfg); err != nil {
 			return fmt.Errorf("ensure stream %s: %w", cfg.Name, storageHint(cfg, err))
 		}
 	}
@@ -303,6 +307,67 @@ func EnsureTopology(ctx context.Context, js jetstream.JetStream, opts TopologyOp
 		return fmt.Errorf("ensure consumer %s on %s: %w", rescue.Durable, StreamAdvisories, err)
 	}
 	return nil
+}
+
+// ensureStream creates cfg's stream, or updates it when it holds another configuration.
+// Every hub service ensures the topology as it starts, and nats-server (2.15) rewrites a
+// stream's store configuration on any update, an unchanged one too, while another service
+// may be creating its consumer on that stream: the race detector reports that race in the
+// server. An unchanged stream is therefore left alone.
+func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) error {
+	s, err := js.Stream(ctx, cfg.Name)
+	switch {
+	case err == nil && sameStreamConfig(s.CachedInfo().Config, cfg):
+		return nil
+	case err != nil && !errors.Is(err, jetstream.ErrStreamNotFound):
+		return err
+	}
+	_, err = js.CreateOrUpdateStream(ctx, cfg)
+	return err
+}
+
+// sameStreamConfig says whether a stream's configuration as the server reports it (cur) is
+// want once the server has filled in its defaults: -1 for the limits left at 0, a
+// duplicate window of 2 minutes (or MaxAge, when shorter), one replica, and metadata of its
+// own (keys "_nats."). A difference it does not know of reads as a change, which costs
+// only an update.
+func sameStreamConfig(cur, want jetstream.StreamConfig) bool {
+	unlimited := func(v *int64) {
+		if *v == 0 {
+			*v = -1
+		}
+	}
+	unlimited(&want.MaxMsgs)
+	unlimited(&want.MaxBytes)
+	unlimited(&want.MaxMsgsPerSubject)
+	if want.MaxConsumers == 0 {
+		want.MaxConsumers = -1
+	}
+	if want.MaxMsgSize == 0 {
+		want.MaxMsgSize = -1
+	}
+	if want.Duplicates == 0 {
+		want.Duplicates = 2 * time.Minute
+		if want.MaxAge > 0 && want.MaxAge < want.Duplicates {
+			want.Duplicates = want.MaxAge
+		}
+	}
+	if want.Replicas == 0 {
+		want.Replicas = 1
+	}
+	userMetadata := func(m map[string]string) map[string]string {
+		out := map[string]string{}
+		for k, v := range m {
+			if !strings.HasPrefix(k, "_nats.") {
+				out[k] = v
+			}
+		}
+		return out
+	}
+	cur.Metadata, want.Metadata = userMetadata(cur.Metadata), userMetadata(want.Metadata)
+	a, errA := json.Marshal(cur)
+	b, errB := json.Marshal(want)
+	return errA == nil && errB == nil && bytes.Equal(a, b)
 }
 
 // EnsureApplyConsumer creates or updates the apply worker's consumer for a
