@@ -11,9 +11,6 @@ LATENCY_FLAGS ?=
 # How long make fuzz runs each fuzz target, and make test's brief pass of them.
 FUZZTIME ?= 60s
 TEST_FUZZTIME ?= 2s
-# make test runs every Go benchmark once too, so that one that no longer runs fails there
-# rather than in make bench.
-TEST_BENCH_FLAGS ?= -bench . -benchtime 1x
 # Flags of the fleet benchmark suite in make bench-scale, e.g. SCALE_FLAGS="-placements 200 -big-members 0".
 SCALE_FLAGS ?=
 KUBE_BINS = $(shell bash hack/kube-bins.sh)
@@ -31,10 +28,12 @@ kube-bins: ## build kube-apiserver, kube-controller-manager, kubectl and etcd in
 	@bash hack/kube-bins.sh >/dev/null
 
 .PHONY: test
-test: deps kube-bins ## a brief pass of every fuzz target, then unit and integration tests of every module and one run of each benchmark, with the race detector (and, where Docker answers, the compose suite and container tests on images built here)
+test: deps kube-bins ## a brief pass of every fuzz target, then unit and integration tests of every module with the race detector, then one run of each benchmark (and, where Docker answers, the compose suite and container tests on images built here)
 	@FUZZTIME=$(TEST_FUZZTIME) bash hack/fuzz.sh $(MODULES)
 	@set -o pipefail; \
-	FLOTILLA_KUBE_BIN_DIR=$(KUBE_BINS) bash hack/docker-test.sh go test -json $(GOTEST_FLAGS) $(TEST_BENCH_FLAGS) $(PKGS) | go run ./harness/cmd/testreport
+	FLOTILLA_KUBE_BIN_DIR=$(KUBE_BINS) bash hack/docker-test.sh go test -json $(GOTEST_FLAGS) $(PKGS) | go run ./harness/cmd/testreport
+	@# Each benchmark once, on its own: go test runs packages one at a time when -bench is set.
+	@FLOTILLA_KUBE_BIN_DIR=$(KUBE_BINS) bash hack/bench-once.sh $(MODULES)
 
 .PHONY: e2e
 e2e: deps kube-bins ## end-to-end scenario tests (one per seed) on one standalone stack with 4 members, then the full fault matrix (e2e/faults)

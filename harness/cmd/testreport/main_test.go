@@ -29,29 +29,3 @@ func TestReportLinesShownInFull(t *testing.T) {
 		t.Errorf("a passing test's other output is shown:\n%s", out.String())
 	}
 }
-
-// TestFailedBenchmarkFails: make test runs each benchmark once; one that fails is a failure
-// with its output shown, and one that passes (go test -json sends no pass for it) is not
-// counted at all.
-func TestFailedBenchmarkFails(t *testing.T) {
-	const pkg = "github.com/flotilla-dev/flotilla/services/apply/bench"
-	in := strings.Join([]string{
-		`{"Action":"run","Package":"` + pkg + `","Test":"TestA"}`,
-		`{"Action":"pass","Package":"` + pkg + `","Test":"TestA","Elapsed":0}`,
-		`{"Action":"run","Package":"` + pkg + `","Test":"BenchmarkOK"}`,
-		`{"Action":"output","Package":"` + pkg + `","Test":"BenchmarkOK","Output":"BenchmarkOK-2 \t1\t100 ns/op\n"}`,
-		`{"Action":"run","Package":"` + pkg + `","Test":"BenchmarkApply500"}`,
-		`{"Action":"output","Package":"` + pkg + `","Test":"BenchmarkApply500","Output":"    bench_test.go:211: apply failed\n"}`,
-		`{"Action":"fail","Package":"` + pkg + `","Test":"BenchmarkApply500"}`,
-		`{"Action":"fail","Package":"` + pkg + `","Elapsed":6}`,
-	}, "\n")
-	var out bytes.Buffer
-	if code := run(strings.NewReader(in), &out); code == 0 {
-		t.Fatalf("exit 0 with a failed benchmark:\n%s", out.String())
-	}
-	for _, want := range []string{"--- FAIL: " + pkg + " BenchmarkApply500", "apply failed", "1 passed, 1 failed, 0 skipped"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("output lacks %q:\n%s", want, out.String())
-		}
-	}
-}
