@@ -1,9 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -21,13 +23,14 @@ func summarise(ds []time.Duration) stats {
 	if len(ds) == 0 {
 		return stats{}
 	}
-	s := append([]time.Duration(nil), ds...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	rank := func(p float64) time.Duration {
-		i := int(math.Ceil(p*float64(len(s)))) - 1
-		return s[max(i, 0)]
-	}
-	return stats{n: len(s), p50: rank(0.5), p90: rank(0.9), min: s[0], max: s[len(s)-1]}
+	s := slices.Sorted(slices.Values(ds))
+	return stats{n: len(s), p50: nearestRank(s, 0.5), p90: nearestRank(s, 0.9), min: s[0], max: s[len(s)-1]}
+}
+
+// nearestRank is the p-th percentile of sorted, which is not empty.
+func nearestRank[T cmp.Ordered](sorted []T, p float64) T {
+	i := int(math.Ceil(p*float64(len(sorted)))) - 1
+	return sorted[max(i, 0)]
 }
 
 // results are every run's measurements.

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -176,6 +177,7 @@ func requestsIn(c apiCounts) float64 {
 	return n
 }
 
+// medianOf is key's p50 over runs, nearest rank as summarise's.
 func medianOf(runs []apiCounts, key string) float64 {
 	vs := make([]float64, len(runs))
 	for i, c := range runs {
@@ -188,9 +190,7 @@ func median(vs []float64) float64 {
 	if len(vs) == 0 {
 		return 0
 	}
-	s := append([]float64(nil), vs...)
-	sort.Float64s(s)
-	return s[len(s)/2]
+	return nearestRank(slices.Sorted(slices.Values(vs)), 0.5)
 }
 
 // requestsBefore samples the counters before a window, with -requests; nil without.
